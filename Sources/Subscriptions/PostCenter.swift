@@ -1,0 +1,165 @@
+import Dispatch
+
+/// A name-keyed notification center whose registrations are tokens.
+///
+/// Subscribe to a name and keep the returned ``Subscription``; post to the name and every live
+/// subscription of it runs, in subscription order. Dropping the token ends the registration.
+///
+/// ```swift
+/// let center = PostCenter()
+/// let token = center.subscribe("login") { post in print("login via", post.flag) }
+/// center.post("login", flag: "sso", data: user)      // prints "login via sso"
+/// ```
+///
+/// ## Guarantees
+/// - **Order**: handlers of a name run in subscription order; pausing and resuming keeps the place.
+/// - **Re-entrancy**: a post made inside a handler is delivered at once, depth-first. A
+///   subscription made during a delivery does not receive that delivery. A subscription cancelled
+///   or paused during a delivery, before its turn, is skipped.
+/// - **Threads**: every method is safe from any thread, including inside handlers. No lock is held
+///   while a handler (or any other user code, such as a deinit) runs.
+/// - **Cancellation**: when ``Subscription/cancel()`` returns, the handler is not running on any
+///   other thread and never starts again.
+/// - **Lifetimes**: the center never retains a token or an observer, and keeps a handler closure
+///   only while its subscription lives.
+///
+/// Payloads (``PostObject/data`` and typed payloads) are handed to handlers on whatever thread or
+/// queue they run on; like `NotificationCenter`, the center does not copy or isolate them.
+///
+/// - Complexity: `post` is O(subscribers of the name) with no allocation for typed and envelope
+///   posts to immediate handlers; subscribe and cancel are amortised O(1).
+public final class PostCenter: Sendable {
+    /// The process-wide center. Created on first use; never deinitialised.
+    public static let `default` = PostCenter()
+
+    /// Name tables, each behind its own lock.
+    let _stripes: _Stripes
+
+    /// Creates an empty center.
+    ///
+    /// When the center deinitialises, tokens still alive become inactive and harmless.
+    public init() {
+        _stripes = _Stripes(count: 16)
+    }
+
+    deinit {
+        _detachAll()
+    }
+
+    // MARK: Plain names
+
+    /// Subscribes `handler` to every post of `name`.
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to.
+    ///   - delivery: Where the handler runs; ``Delivery/immediate`` by default.
+    ///   - handler: Called with the post's envelope. Held by the center until the token is
+    ///     cancelled or deinitialised, then released.
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Complexity: amortised O(1).
+    public func subscribe(
+        _ name: String, delivery: Delivery = .immediate,
+        handler: @escaping @Sendable (PostObject) -> Void
+    ) -> Subscription {
+        _add(_makeEntry(delivery, handler), to: _NameKey(name))
+    }
+
+    /// Registers `observer` for `name`, selector style: each post calls
+    /// `selector(observer)(post)`, for example `Screen.didLogin`.
+    ///
+    /// The center holds `observer` weakly. Once it deallocates the registration stops: it is not
+    /// called, not counted by ``subscriptionCount(for:)``, and its token reports `isActive == false`.
+    ///
+    /// ```swift
+    /// token = center.register("login", observer: self, selector: Screen.didLogin)
+    /// ```
+    ///
+    /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    public func register<Observer: AnyObject>(
+        _ name: String, observer: Observer, delivery: Delivery = .immediate,
+        selector: @escaping (Observer) -> (PostObject) -> Void
+    ) -> Subscription {
+        _add(_ObserverEntry(observer: observer, queue: delivery._queue, selector: selector), to: _NameKey(name))
+    }
+
+    /// Posts `object` to every subscription of `name`.
+    ///
+    /// ``Delivery/immediate`` handlers run on the calling thread before `post` returns; queued
+    /// ones are scheduled. Topic subscribers of `name` receive the post when `object.data` is of
+    /// their payload type.
+    ///
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    @discardableResult
+    public func post(_ name: String, _ object: PostObject) -> Int {
+        _post(_NameKey(name), object, envelope: object, direct: _plainDirect)
+    }
+
+    /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
+    ///
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    @discardableResult
+    public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
+        let object = PostObject(flag: flag, data: data)
+        return _post(_NameKey(name), object, envelope: object, direct: _plainDirect)
+    }
+
+    // MARK: Typed topics
+
+    /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`.
+    ///
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Complexity: amortised O(1).
+    public func subscribe<Payload>(
+        _ topic: Topic<Payload>, delivery: Delivery = .immediate,
+        handler: @escaping @Sendable (Payload) -> Void
+    ) -> Subscription {
+        _add(_makeEntry(delivery, handler), to: topic._key)
+    }
+
+    /// Registers `observer` for `topic`, selector style, holding it weakly.
+    ///
+    /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    public func register<Observer: AnyObject, Payload>(
+        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery = .immediate,
+        selector: @escaping (Observer) -> (Payload) -> Void
+    ) -> Subscription {
+        _add(_ObserverEntry(observer: observer, queue: delivery._queue, selector: selector), to: topic._key)
+    }
+
+    /// Posts `payload` to every subscription of `topic`'s name.
+    ///
+    /// Topic subscribers whose payload type matches receive `payload`; plain subscribers of the
+    /// name receive a ``PostObject`` whose ``PostObject/payload(as:)`` returns it.
+    ///
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    @discardableResult
+    public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
+        _post(topic._key, payload, envelope: nil, direct: topic._direct)
+    }
+
+    // MARK: Introspection
+
+    /// How many subscriptions the next post of `name` would reach: paused and cancelled ones,
+    /// and registrations whose observer deallocated, are not counted.
+    ///
+    /// - Complexity: O(subscriptions of the name).
+    public func subscriptionCount(for name: String) -> Int {
+        _reachableCount(_NameKey(name))
+    }
+
+    func _makeEntry<Payload>(_ delivery: Delivery, _ handler: @escaping (Payload) -> Void) -> _Entry {
+        switch delivery {
+        case .immediate: return _Handler(handler)
+        case .queue(let queue): return _QueuedHandler(queue: queue, handler)
+        }
+    }
+}
+
+extension Delivery {
+    var _queue: DispatchQueue? {
+        switch self {
+        case .immediate: return nil
+        case .queue(let queue): return queue
+        }
+    }
+}

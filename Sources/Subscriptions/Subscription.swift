@@ -1,0 +1,115 @@
+/// A registration's token: while it lives, its handler is called; when it is cancelled or
+/// deinitialised, the registration is gone.
+///
+/// Keep tokens in the object that owns the interest. When that object goes away, its tokens go
+/// with it and nothing is called into it again: no `removeObserver` bookkeeping.
+///
+/// ```swift
+/// final class Screen {
+///     var tokens = Set<Subscription>()
+///     init(center: PostCenter) {
+///         center.subscribe("login") { post in print(post.flag) }.store(in: &tokens)
+///     }
+/// }
+/// ```
+///
+/// - Threading: every method may be called from any thread at any time, also from inside a
+///   handler.
+/// - Lifetime: the center never retains a token. Dropping the last reference cancels, exactly
+///   like ``cancel()``. A token that outlives its center is harmless: it is inactive and its
+///   methods do nothing.
+/// - Identity: equality and hashing are by object identity, so tokens can live in a `Set`.
+public final class Subscription: Hashable, @unchecked Sendable {
+    // @unchecked: `_entry` is mutable, but only read or written while holding the lock of
+    // `_home` (the route's stripe lock for name subscriptions); `_home` is immutable.
+
+    /// Where the registration lives: the engine object that cancels, pauses and resumes it.
+    let _home: _SubscriptionHome
+    /// The registration itself, owned by the token; `nil` once cancelled. Guarded by `_home`'s lock.
+    @exclusivity(unchecked) var _entry: _Entry?
+
+    init(home: _SubscriptionHome, entry: _Entry?) {
+        self._home = home
+        self._entry = entry
+    }
+
+    deinit {
+        _home._cancel(self)
+    }
+
+    /// Ends the registration.
+    ///
+    /// When `cancel()` returns, the handler is not running on any other thread and never starts
+    /// again; the center has released the handler closure and everything it captured. Deliveries
+    /// still waiting in a queue are dropped.
+    ///
+    /// Cancelling from inside a handler (at any depth of nested posts) returns at once; a handler
+    /// that is running on the calling thread finishes normally.
+    ///
+    /// > Warning: `cancel()` waits for deliveries of the same name that are running on other
+    /// > threads. Do not call it while holding a lock that such a handler waits for: that
+    /// > deadlocks, as it would with any synchronous cancellation.
+    ///
+    /// Idempotent: a second call does nothing.
+    ///
+    /// - Complexity: O(1), plus the wait for deliveries in progress on other threads.
+    public func cancel() {
+        _home._cancel(self)
+    }
+
+    /// Stops deliveries until ``resume()``. Posts made while paused are dropped, not buffered;
+    /// queued deliveries that have not started yet are dropped too.
+    ///
+    /// The subscription keeps its place in the delivery order. Does nothing after ``cancel()``.
+    /// Unlike `cancel()`, `pause()` does not wait for a handler already running on another thread.
+    public func pause() {
+        _home._setPaused(true, self)
+    }
+
+    /// Restarts deliveries after ``pause()``, in the same place in the delivery order.
+    /// Does nothing after ``cancel()``.
+    public func resume() {
+        _home._setPaused(false, self)
+    }
+
+    /// Whether the next post would reach this subscription: `false` once cancelled, while
+    /// paused, after its observer deallocated, or after its center deinitialised.
+    ///
+    /// The answer can change right after it is read if another thread cancels, pauses or
+    /// releases the observer.
+    public var isActive: Bool {
+        _home._isActive(self)
+    }
+
+    /// Inserts the token into `set`, so the set owns the registration.
+    ///
+    /// ```swift
+    /// center.subscribe("login") { _ in }.store(in: &tokens)
+    /// ```
+    public func store(in set: inout Set<Subscription>) {
+        set.insert(self)
+    }
+
+    /// Tokens are equal when they are the same object.
+    public static func == (lhs: Subscription, rhs: Subscription) -> Bool {
+        lhs === rhs
+    }
+
+    /// Hashes the token's object identity.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
+    }
+}
+
+/// The engine side of a token: each kind of registration (names, protocol observers, Foundation
+/// observers) subclasses it. The token calls these; they must be thread-safe and idempotent.
+class _SubscriptionHome: @unchecked Sendable {
+    // @unchecked: the base class has no state; subclasses document their own locking.
+
+    /// Ends the registration of `token`; see ``Subscription/cancel()`` for the contract.
+    func _cancel(_ token: Subscription) {}
+    /// Pauses (`true`) or resumes (`false`) the registration of `token`.
+    func _setPaused(_ paused: Bool, _ token: Subscription) {}
+    /// Whether the next delivery would reach `token`'s registration.
+    func _isActive(_ token: Subscription) -> Bool { false }
+}
