@@ -61,7 +61,7 @@ public final class PostCenter: Sendable {
         _ name: String, delivery: Delivery = .immediate,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery, handler), to: _NameKey(name))
+        _add(_makeEntry(delivery._executor, handler), to: _NameKey(name))
     }
 
     /// Registers `observer` for `name`, selector style: each post calls
@@ -79,7 +79,7 @@ public final class PostCenter: Sendable {
         _ name: String, observer: Observer, delivery: Delivery = .immediate,
         selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        _add(_ObserverEntry(observer: observer, queue: delivery._queue, selector: selector), to: _NameKey(name))
+        _add(_observerEntry(observer, delivery._executor, selector), to: _NameKey(name))
     }
 
     /// Posts `object` to every subscription of `name`.
@@ -113,7 +113,7 @@ public final class PostCenter: Sendable {
         _ topic: Topic<Payload>, delivery: Delivery = .immediate,
         handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery, handler), to: topic._key)
+        _add(_makeEntry(delivery._executor, handler), to: topic._key)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly.
@@ -123,7 +123,7 @@ public final class PostCenter: Sendable {
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery = .immediate,
         selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_ObserverEntry(observer: observer, queue: delivery._queue, selector: selector), to: topic._key)
+        _add(_observerEntry(observer, delivery._executor, selector), to: topic._key)
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -147,19 +147,36 @@ public final class PostCenter: Sendable {
         _reachableCount(_NameKey(name))
     }
 
-    func _makeEntry<Payload>(_ delivery: Delivery, _ handler: @escaping (Payload) -> Void) -> _Entry {
-        switch delivery {
-        case .immediate: return _Handler(handler)
-        case .queue(let queue): return _QueuedHandler(queue: queue, handler)
+    /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
+    func _makeEntry<Payload>(
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ handler: @escaping (Payload) -> Void
+    ) -> _Entry {
+        if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
+        return _Slow(executor: executor, once: once, observer: nil, sender: sender) { payload in
+            handler(payload)
+            return true
+        }
+    }
+
+    /// The entry for a selector registration: the observer is held weakly, by the entry and by
+    /// the calling closure.
+    func _observerEntry<Observer: AnyObject, Payload>(
+        _ observer: Observer, _ executor: _Executor, _ selector: @escaping (Observer) -> (Payload) -> Void
+    ) -> _Entry {
+        _Slow(executor: executor, once: false, observer: observer, sender: nil) { [weak observer] payload in
+            guard let observer else { return false }
+            selector(observer)(payload)
+            return true
         }
     }
 }
 
 extension Delivery {
-    var _queue: DispatchQueue? {
+    var _executor: _Executor {
         switch self {
-        case .immediate: return nil
-        case .queue(let queue): return queue
+        case .immediate: return .immediate
+        case .queue(let queue): return .queue(queue)
         }
     }
 }

@@ -1,27 +1,38 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// One registration in a route: its state word and the way to call its handler.
 ///
 /// The token owns the entry (one strong reference); the route's slot array only holds its
-/// address, unretained. The cancellation protocol in `Route` guarantees that nobody dereferences
+/// address, unretained. The cancellation protocol in `_Route` guarantees that nobody dereferences
 /// a slot after the entry is released.
 class _Entry: @unchecked Sendable {
     // @unchecked: `state` is atomic; `index` is only touched under the route's stripe lock;
-    // everything else in subclasses is immutable.
+    // everything else in subclasses is immutable or atomic.
 
+    /// Receives posts.
     static let active: UInt32 = 0
+    /// Skipped by posts until resumed.
     static let paused: UInt32 = 1
+    /// Gone for good; its queued deliveries are dropped.
     static let cancelled: UInt32 = 2
+    /// A one-shot subscription that fired: receives nothing more, but the delivery it won still runs.
+    static let spent: UInt32 = 3
 
-    /// `active`, `paused` or `cancelled`. Read without the lock by posters; written under it.
+    /// `index` of an entry that is no longer in its route's slot array.
+    static let detached = UInt32.max
+
+    /// One of the states above. Read without the lock by posts; written under it (or, for
+    /// `spent`, claimed with a compare-exchange by the post that wins a one-shot).
     let state = Atomic<UInt32>(_Entry.active)
-    /// Position in the route's slot array. Guarded by the stripe lock.
+    /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
     @exclusivity(unchecked) var index: UInt32 = 0
 
-    /// The slow path: deliver `post` to this entry if its payload type matches. Returns whether
-    /// the handler ran or was scheduled. Called without any lock held.
-    func deliver(_ post: PostObject, route: _Route) -> Bool {
+    /// The slow path: deliver `post` to this entry if its payload type (and sender filter)
+    /// matches. Returns whether the handler ran or was scheduled. Called without any lock held,
+    /// from inside the post's frame on `route`.
+    func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
         fatalError("_Entry.deliver must be overridden")
     }
 
@@ -31,8 +42,9 @@ class _Entry: @unchecked Sendable {
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
 }
 
-/// The hot path: a handler that runs on the posting thread. The poster recognises this class by
-/// its metadata and calls `handler` directly, with no cast and no virtual dispatch.
+/// The hot path: a handler that runs on the posting thread, with no options. A post whose
+/// payload type is exactly `Payload` recognises this class by its metadata and calls `handler`
+/// directly, with no cast and no virtual dispatch.
 final class _Handler<Payload>: _Entry, @unchecked Sendable {
     let handler: (Payload) -> Void
 
@@ -40,71 +52,98 @@ final class _Handler<Payload>: _Entry, @unchecked Sendable {
         self.handler = handler
     }
 
-    override func deliver(_ post: PostObject, route: _Route) -> Bool {
+    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
         guard let payload = _extract(Payload.self, from: post) else { return false }
         handler(payload)
         return true
     }
 }
 
-/// A handler that runs asynchronously on a dispatch queue.
-final class _QueuedHandler<Payload>: _Entry, @unchecked Sendable {
-    let handler: (Payload) -> Void
-    let queue: DispatchQueue
+/// How a `_Slow` entry runs its handler.
+enum _Executor {
+    /// On the posting thread.
+    case immediate
+    /// Asynchronously on a queue.
+    case queue(DispatchQueue)
+    /// On the main actor: synchronously when posted on the main thread, else via the main queue.
+    case mainActor
+}
 
-    init(queue: DispatchQueue, _ handler: @escaping (Payload) -> Void) {
-        self.queue = queue
-        self.handler = handler
+/// Every registration with an option: queued or main-actor delivery, one-shot, a sender filter,
+/// or a weakly held observer (selector style). Bigger than `_Handler` and reached through a
+/// virtual call, which is fine: the option's own cost (a dispatch, a weak load) dominates.
+final class _Slow<Payload>: _Entry, @unchecked Sendable {
+    /// Calls the user's handler or selector; `false` when the observer is gone.
+    let invoke: (Payload) -> Bool
+    let executor: _Executor
+    let once: Bool
+    /// The observer of a selector registration (`observed`), held weakly.
+    weak let observer: AnyObject?
+    let observed: Bool
+    /// The only sender this subscription accepts (`filtered`), held weakly.
+    weak let sender: AnyObject?
+    let filtered: Bool
+
+    init(
+        executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?,
+        invoke: @escaping (Payload) -> Bool
+    ) {
+        self.invoke = invoke
+        self.executor = executor
+        self.once = once
+        self.observer = observer
+        self.observed = observer != nil
+        self.sender = sender
+        self.filtered = sender != nil
     }
 
-    override func deliver(_ post: PostObject, route: _Route) -> Bool {
+    override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
+        if filtered {
+            guard let sender, let postSender, sender === postSender else { return false }
+        }
+        if observed && observer == nil { return false }
         guard let payload = _extract(Payload.self, from: post) else { return false }
+        if once {
+            // Exactly one post wins, even when several threads post at once.
+            guard state.compareExchange(expected: _Entry.active, desired: _Entry.spent, ordering: .acquiringAndReleasing).exchanged
+            else { return false }
+            route._detach(self)
+        }
+        switch executor {
+        case .immediate:
+            return invoke(payload)
+        case .mainActor where _isOnMainActor():
+            return invoke(payload)
+        case .mainActor:
+            schedule(payload, on: .main, route: route)
+            return true
+        case .queue(let queue):
+            schedule(payload, on: queue, route: route)
+            return true
+        }
+    }
+
+    /// Runs the handler later on `queue`, inside a frame of its own so that `cancel()` waits for
+    /// it; dropped if the subscription was cancelled or paused meanwhile, or the entry is gone.
+    private func schedule(_ payload: Payload, on queue: DispatchQueue, route: _Route) {
         let box = _UncheckedSendable((payload, route))
         queue.async { [weak self] in
-            var entry: _QueuedHandler? = self
+            var entry: _Slow? = self
             guard let strong = entry, let ticket = box.value.1._beginQueuedCall(strong) else { return }
-            strong.handler(box.value.0)
+            _ = strong.invoke(box.value.0)
             // Drop our reference before unlinking the frame: the canceller's release stays the
             // last one, so the handler's captures are gone when `cancel()` returns.
             entry = nil
             box.value.1._endCall(ticket)
         }
-        return true
-    }
-}
-
-/// A selector-style registration: a weakly held observer and an unapplied method.
-final class _ObserverEntry<Observer: AnyObject, Payload>: _Entry, @unchecked Sendable {
-    weak let observer: Observer?
-    let selector: (Observer) -> (Payload) -> Void
-    let queue: DispatchQueue?
-
-    init(observer: Observer, queue: DispatchQueue?, selector: @escaping (Observer) -> (Payload) -> Void) {
-        self.observer = observer
-        self.selector = selector
-        self.queue = queue
-    }
-
-    override func deliver(_ post: PostObject, route: _Route) -> Bool {
-        guard let observer, let payload = _extract(Payload.self, from: post) else { return false }
-        guard let queue else {
-            selector(observer)(payload)
-            return true
-        }
-        let box = _UncheckedSendable((payload, route))
-        queue.async { [weak self] in
-            var entry: _ObserverEntry? = self
-            guard let strong = entry, let ticket = box.value.1._beginQueuedCall(strong) else { return }
-            if let observer = strong.observer {
-                strong.selector(observer)(box.value.0)
-            }
-            entry = nil
-            box.value.1._endCall(ticket)
-        }
-        return true
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
+        if filtered {
+            guard let sender else { return false }
+            keep.append(sender)
+        }
+        guard observed else { return true }
         guard let observer else { return false }
         keep.append(observer)
         return true
@@ -124,4 +163,17 @@ func _extract<T>(_ type: T.Type, from post: PostObject) -> T? {
 struct _UncheckedSendable<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+/// Marks the main queue, so that code running on it can be recognised on Linux too, where
+/// `dispatchMain()` may drain the main queue from a thread other than the main thread.
+private let _mainQueueKey: DispatchSpecificKey<UInt8> = {
+    let key = DispatchSpecificKey<UInt8>()
+    DispatchQueue.main.setSpecific(key: key, value: 1)
+    return key
+}()
+
+/// Whether the caller runs on the main actor's executor: the main thread, or the main queue.
+func _isOnMainActor() -> Bool {
+    Thread.isMainThread || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
 }

@@ -53,7 +53,8 @@ extension PostCenter {
     /// its `deliver` method, which casts as needed.
     @inline(__always)
     func _post<Payload>(
-        _ key: _NameKey, _ payload: Payload, envelope: PostObject?, direct: ObjectIdentifier
+        _ key: _NameKey, _ payload: Payload, envelope: PostObject?, direct: ObjectIdentifier,
+        sender: AnyObject? = nil
     ) -> Int {
         let thread = _currentThreadID()
         let start = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
@@ -83,7 +84,7 @@ extension PostCenter {
                         post = PostObject(_typed: payload)
                         envelope = post
                     }
-                    if entry.deliver(post, route: start.route.takeUnretainedValue()) { delivered += 1 }
+                    if entry.deliver(post, sender: sender, route: start.route.takeUnretainedValue()) { delivered += 1 }
                 }
             }
         }

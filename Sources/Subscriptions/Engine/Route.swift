@@ -214,16 +214,12 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         guard let entry = token._entry else { return (garbage, nil) }
         token._entry = nil
         entry.state.store(_Entry.cancelled, ordering: .relaxed)
-        let i = Int(entry.index)
-        slots[i].store(0, ordering: .relaxed)
-        live -= 1
+        lockedDetach(entry)
         if frames.isEmpty {
-            if i == count - 1 { count -= 1 } else { tombstones += 1 }
             garbage.entry = entry
             if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &garbage) }
             return (garbage, nil)
         }
-        tombstones += 1
         if frames.contains(thread: thread) {
             deferred.append((thread, entry))
         } else {
@@ -231,6 +227,26 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         }
         let othersRunning = frames.containsOther(than: thread, below: .max)
         return (garbage, othersRunning ? nextTicket : nil)
+    }
+
+    /// Takes `entry` out of the slot array (a tombstone, or a pop of the last slot when no frame
+    /// is linked). Idempotent: a one-shot detaches itself when it fires and again when cancelled.
+    func lockedDetach(_ entry: _Entry) {
+        let i = Int(entry.index)
+        guard entry.index != _Entry.detached else { return }
+        entry.index = _Entry.detached
+        slots[i].store(0, ordering: .relaxed)
+        live -= 1
+        if frames.isEmpty && i == count - 1 {
+            count -= 1
+        } else {
+            tombstones += 1
+        }
+    }
+
+    /// Detaches a one-shot entry that just fired; its token still owns it.
+    func _detach(_ entry: _Entry) {
+        stripe.mutex.withLock { _ in lockedDetach(entry) }
     }
 
     /// Whether a frame of another thread that started before `mark` is still linked.
@@ -258,7 +274,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     func _beginQueuedCall(_ entry: _Entry) -> UInt64? {
         let thread = _currentThreadID()
         return stripe.mutex.withLock { _ -> UInt64? in
-            guard !detached, entry.state.load(ordering: .relaxed) == _Entry.active else { return nil }
+            let state = entry.state.load(ordering: .relaxed)
+            guard !detached, state == _Entry.active || state == _Entry.spent else { return nil }
             return lockedBeginPost(thread).ticket
         }
     }
