@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A name-keyed notification center whose registrations are tokens.
 ///
@@ -34,6 +35,9 @@ public final class PostCenter: Sendable {
 
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
+    /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
+    let _diagnostics = Mutex<Diagnostics?>(nil)
+    let _diagnosing = Atomic<Bool>(false)
 
     /// Creates an empty center.
     ///

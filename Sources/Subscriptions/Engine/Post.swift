@@ -32,7 +32,7 @@ extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
         let stripe = _stripes[key.hash].takeUnretainedValue()
-        return stripe.mutex.withLock { routes in
+        let (token, live) = stripe.mutex.withLock { routes in
             let route: _Route
             if let existing = routes.find(key) {
                 route = existing.takeUnretainedValue()
@@ -41,8 +41,10 @@ extension PostCenter {
                 routes.insert(route)
             }
             route.lockedAppend(entry)
-            return Subscription(home: route, entry: entry)
+            return (Subscription(home: route, entry: entry), route.live)
         }
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        return token
     }
 
     /// The hot path shared by plain and typed posts.
@@ -64,6 +66,7 @@ extension PostCenter {
             }
         }
         guard let start else { return 0 }
+        if start.outer > 0 { _checkNesting(key, start.outer) }
 
         var envelope = envelope
         var delivered = 0

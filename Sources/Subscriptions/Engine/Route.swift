@@ -14,6 +14,8 @@ struct _PostStart {
     let slots: UnsafeMutablePointer<Atomic<UInt>>
     let count: Int
     let ticket: UInt64
+    /// Frames the posting thread already had on this route: the re-entrant nesting depth.
+    let outer: Int
 }
 
 /// Objects a locked operation let go of. They are released by the caller after unlocking,
@@ -175,8 +177,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     func lockedBeginPost(_ thread: UInt) -> _PostStart {
         let ticket = nextTicket
         nextTicket &+= 1
+        let outer = frames.isEmpty ? 0 : frames.count(thread: thread)
         frames.append(_Frame(ticket: ticket, thread: thread))
-        return _PostStart(route: .passUnretained(self), slots: slots, count: count, ticket: ticket)
+        return _PostStart(route: .passUnretained(self), slots: slots, count: count, ticket: ticket, outer: outer)
     }
 
     /// Unlinks a frame. Returns what the caller must release after unlocking, `nil` (the common
@@ -361,6 +364,12 @@ struct _Frames {
             i += 1
         }
         count -= 1
+    }
+
+    func count(thread: UInt) -> Int {
+        var n = 0
+        for i in 0..<count where base[i].thread == thread { n += 1 }
+        return n
     }
 
     func contains(thread: UInt) -> Bool {
