@@ -16,6 +16,10 @@ struct OneShotTests {
         #expect(center.subscriptionCount(for: "x") == 0)
         #expect(center.post("x", flag: "second") == 0)
         #expect(calls.withLock { $0 } == ["first"])
+        token.pause()
+        token.resume()  // a fired one-shot stays inactive
+        #expect(!token.isActive)
+        #expect(center.post("x", flag: "third") == 0)
         token.cancel()  // harmless after it fired
     }
 

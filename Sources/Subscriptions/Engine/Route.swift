@@ -312,7 +312,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
         stripe.mutex.withLock { _ in
-            token._entry?.state.store(paused ? _Entry.paused : _Entry.active, ordering: .relaxed)
+            // Only active <-> paused: a fired one-shot stays spent.
+            _ = token._entry?.state.compareExchange(
+                expected: paused ? _Entry.active : _Entry.paused, desired: paused ? _Entry.paused : _Entry.active,
+                ordering: .relaxed)
         }
     }
 
