@@ -1,0 +1,649 @@
+import Dispatch
+import Foundation
+import Subscriptions
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Bounded multi-threaded stress: a fixed number of operations on dedicated threads, exact
+/// delivery accounting, and everything back to zero at the end. Scaled down under
+/// ThreadSanitizer (see `Reliability.scale`).
+@Suite("Stress", .serialized)
+struct StressTests {
+    /// Eight threads run a seeded random mix of subscribe (plain, typed, one-shot, selector,
+    /// sender-filtered, queued), cancel, token drop, pause, resume, observer death, sender death
+    /// and posts.
+    ///
+    /// How the counts stay exact while the interleaving is arbitrary:
+    /// - Each thread owns two private names: only it subscribes to them and posts to them, and it
+    ///   keeps a model of its own subscriptions, so every `post` return value, every handler's
+    ///   call count, `subscriptionCount(for:)` and `isActive` are predicted exactly, while the
+    ///   other threads churn the same stripes and locks.
+    /// - All threads subscribe to, cancel and post to two shared names. There every delivery is
+    ///   counted twice, by the handler that ran and by the `post` that reports it (including
+    ///   posts nested in a handler), and the two totals must be equal at the end. A shared handler
+    ///   that starts after its `cancel()` returned, or was still running when it returned, is a
+    ///   violation, as is an observer method running once the observer's deinit started.
+    /// - At the end every subscription is gone: counts are zero, every observer and every object
+    ///   captured by a handler closure has been deinitialised.
+    @Test func eightThreadsChurningKeepExactCountsAndEndAtZero() {
+        let center = PostCenter()
+        let ledger = SharedLedger()
+        let operations = Reliability.scaled(8000, minimum: 500)
+        let seed: UInt64 = 0x5EED_0001
+
+        Reliability.onThreads(8) { thread in
+            var worker = ChurnWorker(
+                center: center, ledger: ledger, thread: thread,
+                random: Reliability.Random(seed: seed &+ UInt64(thread) &* 0x1_0000))
+            for _ in 0..<operations { worker.step() }
+            worker.finish()
+        }
+
+        let failures = ledger.failures.current
+        #expect(failures.isEmpty, "seed \(seed): \(failures.prefix(10).joined(separator: "\n"))")
+        #expect(ledger.violations.current == 0, "observer called while dying, or handler running when cancel returned")
+        let probes = ledger.probes.current
+        #expect(probes.reduce(0) { $0 + $1.lateStarts.load(ordering: .relaxed) } == 0, "handler started after cancel()")
+        #expect(ledger.sharedCalls.current == ledger.sharedReturned.current)
+        #expect(ledger.sharedCalls.current > 0)
+        for name in ChurnWorker.sharedNames + (0..<8).flatMap({ ChurnWorker.privateNames($0) }) {
+            #expect(center.subscriptionCount(for: name) == 0, "\(name) still has subscriptions")
+        }
+        #expect(ledger.liveObservers.current == 0)
+        #expect(ledger.liveCaptures.current == 0, "the center still holds handler closures")
+        // TODO(protocol observers, issue 3): once `addObserver`/`removeObserver`/`notify` are in
+        // main, add them to `ChurnWorker.step()` (private protocol observers with exact counts,
+        // shared ones in the calls == returned ledger) and check `observers(for:)` is empty here.
+    }
+
+    // MARK: Guarantee 7 under races
+
+    /// One thread posts in a loop; the test thread ends the subscription while handlers run.
+    /// A handler that starts after `cancel()` returned, or is still running on the posting thread
+    /// when it returns, breaks guarantee 7.
+    @Test(arguments: RaceStyle.allCases)
+    func handlerNeverStartsAfterCancelReturned(style: RaceStyle) {
+        let result = CancelRace(style: style, end: .cancel).run(rounds: style.rounds)
+        #expect(result.lateStarts == 0, "\(style): a handler started after cancel() returned")
+        #expect(result.runningAtReturn == 0, "\(style): a handler was still running when cancel() returned")
+        #expect(result.leftovers == 0, "\(style): subscriptions left after cancel")
+        #expect(result.liveCaptures == 0, "\(style): handler closures not released")
+    }
+
+    /// The same race, ended by dropping the last reference to the token instead of `cancel()`.
+    @Test(arguments: RaceStyle.allCases)
+    func handlerNeverStartsAfterTokenDeinitReturned(style: RaceStyle) {
+        let result = CancelRace(style: style, end: .dropToken).run(rounds: style.rounds)
+        #expect(result.lateStarts == 0, "\(style): a handler started after the token's deinit")
+        #expect(result.runningAtReturn == 0, "\(style): a handler was still running when the token's deinit returned")
+        #expect(result.leftovers == 0, "\(style): subscriptions left after deinit")
+        #expect(result.liveCaptures == 0, "\(style): handler closures not released")
+    }
+
+    /// An observer registered selector style is dropped on the test thread while another thread
+    /// posts to it (so its deinit runs on whichever thread lets go last). Its method must never
+    /// run once its deinit started; afterwards it is not counted and not called.
+    @Test(arguments: [ObserverTokenOwner.observer, .test])
+    func observerMethodNeverRunsOnADeallocatingObserver(owner: ObserverTokenOwner) {
+        let center = PostCenter()
+        let live = Tally()
+        let violations = Tally()
+        let failures = Locked<[String]>([])
+        let name = "dying"
+        let poster = PosterThread(center: center, name: name)
+        poster.start()
+        var random = Reliability.Random(seed: 0xD1E5)
+        for round in 0..<Reliability.scaled(1000, minimum: 100) {
+            var observer: DyingObserver? = DyingObserver(live: live, violations: violations)
+            let token = center.register(name, observer: observer!, selector: DyingObserver.receive(_:))
+            var held: Subscription? = token
+            if owner == .observer {
+                observer!.token = token
+                held = nil
+            }
+            Reliability.wait { observer!.calls.load(ordering: .relaxed) > 0 }
+            for _ in 0..<random.below(3) { sched_yield() }
+            observer = nil
+            // The deinit may be running on the poster thread (it held the last strong reference
+            // while calling the method): wait for it to finish there.
+            Reliability.wait { live.current == 0 }
+            poster.awaitTwoMoreRounds()
+            if center.subscriptionCount(for: name) != 0 { failures.withLock { $0.append("round \(round): still counted") } }
+            if let held, held.isActive { failures.withLock { $0.append("round \(round): token still active") } }
+            held = nil
+        }
+        poster.stop()
+        #expect(violations.current == 0, "an observer method ran after its deinit started")
+        #expect(failures.current.isEmpty, "\(failures.current.prefix(5))")
+        #expect(live.current == 0)
+        #expect(center.subscriptionCount(for: name) == 0)
+    }
+}
+
+// MARK: - The churn worker
+
+/// Totals the eight threads share.
+private final class SharedLedger: Sendable {
+    /// Handler calls on the shared names.
+    let sharedCalls = Tally()
+    /// The sum of the return values of every post to a shared name (nested ones included).
+    let sharedReturned = Tally()
+    let violations = Tally()
+    let liveObservers = Tally()
+    let liveCaptures = Tally()
+    let probes = Locked<[CallProbe]>([])
+    let failures = Locked<[String]>([])
+
+    func fail(_ message: String) {
+        failures.withLock { if $0.count < 50 { $0.append(message) } }
+    }
+}
+
+/// One thread's share of the churn: its private names with an exact model, and its
+/// subscriptions to the shared names.
+private struct ChurnWorker {
+    static let sharedNames = ["shared.0", "shared.1"]
+    static func privateNames(_ thread: Int) -> [String] { ["t\(thread).a", "t\(thread).b"] }
+    static let topics = sharedNames.map { Topic<Int>($0) }
+
+    let center: PostCenter
+    let ledger: SharedLedger
+    let thread: Int
+    var random: Reliability.Random
+    let names: [String]
+    let queue: DispatchQueue
+
+    /// Objects posts can come from; `generation` tells a recreated sender from the old one.
+    var senders: [AnyObject?] = [Sender(), Sender()]
+    var senderGeneration = [0, 0]
+
+    var subs: [PrivateSub] = []
+    /// Ended private subscriptions: their counts must never move again.
+    var retired: [PrivateSub] = []
+    var shared: [SharedSub] = []
+
+    init(center: PostCenter, ledger: SharedLedger, thread: Int, random: Reliability.Random) {
+        self.center = center
+        self.ledger = ledger
+        self.thread = thread
+        self.random = random
+        self.names = ChurnWorker.privateNames(thread)
+        self.queue = DispatchQueue(label: "stress.\(thread)")
+    }
+
+    mutating func step() {
+        let roll = random.below(100)
+        switch roll {
+        case 0..<12: subscribePrivate()
+        case 12..<17: endPrivate(drop: false)
+        case 17..<20: endPrivate(drop: true)
+        case 20..<25: pausePrivate(true)
+        case 25..<30: pausePrivate(false)
+        case 30..<33: dropPrivateObserver()
+        case 33..<35: replaceSender()
+        case 35..<55: postPrivate()
+        case 55..<62: subscribeShared()
+        case 62..<67: endShared()
+        case 67..<70: dropSharedObserver()
+        case 70..<88: postShared()
+        case 88..<92: checkIntrospection()
+        default: pauseShared()
+        }
+    }
+
+    // MARK: Private names (exact model)
+
+    mutating func subscribePrivate() {
+        if subs.count >= 12 {
+            endPrivate(drop: true)
+            return
+        }
+        let nameIndex = random.below(names.count)
+        let name = names[nameIndex]
+        let counter = Tally()
+        let capture = Capture(ledger.liveCaptures)
+        let count: @Sendable () -> Void = {
+            withExtendedLifetime(capture) {}
+            counter.up()
+        }
+        var sub = PrivateSub(kind: .plain, name: nameIndex, counter: counter)
+        switch random.below(6) {
+        case 0:
+            sub.token = center.subscribe(name) { _ in count() }
+        case 1:
+            sub.kind = .typed
+            sub.token = center.subscribe(Topic<Int>(name)) { _ in count() }
+        case 2:
+            sub.kind = .once
+            sub.token = center.subscribeOnce(name) { _ in count() }
+        case 3:
+            sub.kind = .observer
+            let observer = DyingObserver(live: ledger.liveObservers, violations: ledger.violations, onCall: count)
+            let token = center.register(name, observer: observer, selector: DyingObserver.receive(_:))
+            if random.chance(50) {
+                observer.token = token
+                sub.observerOwnsToken = true
+            } else {
+                sub.token = token
+            }
+            sub.observer = observer
+        case 4:
+            let s = random.below(senders.count)
+            if senders[s] == nil { replaceSender(s) }
+            sub.kind = .filtered(sender: s, generation: senderGeneration[s])
+            sub.token = center.subscribe(name, from: senders[s]!) { _ in count() }
+        default:
+            sub.kind = .queued
+            sub.token = center.subscribe(name, delivery: .queue(queue)) { _ in count() }
+        }
+        subs.append(sub)
+    }
+
+    mutating func endPrivate(drop: Bool) {
+        guard !subs.isEmpty else { return }
+        let i = random.below(subs.count)
+        if drop {
+            var sub = subs.remove(at: i)
+            sub.token = nil
+            if sub.observerOwnsToken { sub.observer = nil }  // the observer goes with its token
+            sub.ended = true
+            retired.append(sub)
+        } else {
+            subs[i].token?.cancel()
+            subs[i].observer?.token?.cancel()
+            subs[i].ended = true
+        }
+    }
+
+    mutating func pausePrivate(_ pause: Bool) {
+        guard !subs.isEmpty else { return }
+        let i = random.below(subs.count)
+        guard let token = subs[i].token ?? subs[i].observer?.token else { return }
+        if pause { token.pause() } else { token.resume() }
+        if !subs[i].ended { subs[i].paused = pause }
+    }
+
+    mutating func dropPrivateObserver() {
+        guard let i = subs.firstIndex(where: { $0.observer != nil }) else { return }
+        subs[i].observer = nil
+        if subs[i].observerOwnsToken { subs[i].ended = true }
+    }
+
+    mutating func replaceSender(_ index: Int? = nil) {
+        let s = index ?? random.below(senders.count)
+        senders[s] = random.chance(50) || index != nil ? Sender() : nil
+        senderGeneration[s] += 1
+    }
+
+    func senderAlive(_ s: Int, _ generation: Int) -> Bool {
+        senders[s] != nil && senderGeneration[s] == generation
+    }
+
+    func reachable(_ sub: PrivateSub) -> Bool {
+        guard !sub.ended, !sub.paused else { return false }
+        switch sub.kind {
+        case .observer: return sub.observer != nil
+        case .filtered(let s, let g): return senderAlive(s, g)
+        default: return true
+        }
+    }
+
+    mutating func postPrivate() {
+        let nameIndex = random.below(names.count)
+        let name = names[nameIndex]
+        enum Kind { case plain, typed, from(Int) }
+        let kind: Kind
+        switch random.below(3) {
+        case 0: kind = .plain
+        case 1: kind = .typed
+        default:
+            let s = random.below(senders.count)
+            if senders[s] == nil { replaceSender(s) }
+            kind = .from(s)
+        }
+        var expected = 0
+        for i in subs.indices where subs[i].name == nameIndex && reachable(subs[i]) {
+            let receives: Bool
+            switch (subs[i].kind, kind) {
+            case (.typed, .typed): receives = true
+            case (.typed, _): receives = false
+            case (.filtered(let s, _), .from(let from)): receives = s == from
+            case (.filtered, _): receives = false
+            default: receives = true
+            }
+            guard receives else { continue }
+            expected += 1
+            subs[i].expected += 1
+            if case .once = subs[i].kind { subs[i].ended = true }
+        }
+        let returned: Int
+        switch kind {
+        case .plain: returned = center.post(name, flag: "p")
+        case .typed: returned = center.post(Topic<Int>(name), 1)
+        case .from(let s): returned = center.post(name, PostObject(flag: "s"), from: senders[s]!)
+        }
+        queue.sync {}  // queued deliveries of this post have run (or were dropped) now
+        if returned != expected { ledger.fail("t\(thread) \(name): post returned \(returned), expected \(expected)") }
+        verifyCounts()
+    }
+
+    func verifyCounts() {
+        for sub in subs + retired where sub.counter.current != sub.expected {
+            ledger.fail("t\(thread) \(sub.kind) on \(names[sub.name]): \(sub.counter.current) calls, expected \(sub.expected)")
+        }
+    }
+
+    func checkIntrospection() {
+        for (index, name) in names.enumerated() {
+            let expected = subs.filter { $0.name == index && reachable($0) }.count
+            let counted = center.subscriptionCount(for: name)
+            if counted != expected { ledger.fail("t\(thread) \(name): subscriptionCount \(counted), expected \(expected)") }
+        }
+        for sub in subs {
+            guard let token = sub.token ?? sub.observer?.token else { continue }
+            if token.isActive != reachable(sub) {
+                ledger.fail("t\(thread) \(sub.kind): isActive \(token.isActive), expected \(reachable(sub))")
+            }
+        }
+    }
+
+    // MARK: Shared names (totals)
+
+    mutating func subscribeShared() {
+        if shared.count >= 8 {
+            endShared()
+            return
+        }
+        let n = random.below(2)
+        let name = ChurnWorker.sharedNames[n]
+        let ledger = self.ledger
+        let center = self.center
+        let probe = CallProbe()
+        ledger.probes.withLock { $0.append(probe) }
+        let capture = Capture(ledger.liveCaptures)
+        var sub = SharedSub(probe: probe)
+        let record: @Sendable () -> Void = {
+            withExtendedLifetime(capture) {}
+            probe.enter()
+            ledger.sharedCalls.up()
+            probe.exit()
+        }
+        switch random.below(5) {
+        case 0:
+            sub.token = center.subscribe(name) { _ in record() }
+        case 1:
+            sub.token = center.subscribe(ChurnWorker.topics[n]) { _ in record() }
+        case 2:
+            sub.token = center.subscribeOnce(name) { _ in record() }
+        case 3:
+            let observer = DyingObserver(live: ledger.liveObservers, violations: ledger.violations) {
+                ledger.sharedCalls.up()
+            }
+            sub.token = center.register(name, observer: observer, selector: DyingObserver.receive(_:))
+            sub.observer = observer
+        default:
+            // A relay on shared.0 re-posts to shared.1 from inside the delivery (never the other
+            // way round, so it terminates); the nested post's deliveries are counted too.
+            sub.token = center.subscribe(ChurnWorker.sharedNames[0]) { _ in
+                withExtendedLifetime(capture) {}
+                probe.enter()
+                ledger.sharedCalls.up()
+                ledger.sharedReturned.add(center.post(ChurnWorker.sharedNames[1], flag: "relay"))
+                probe.exit()
+            }
+        }
+        shared.append(sub)
+    }
+
+    mutating func endShared() {
+        guard !shared.isEmpty else { return }
+        var sub = shared.remove(at: random.below(shared.count))
+        if random.chance(50) {
+            sub.token?.cancel()
+        } else {
+            sub.token = nil
+        }
+        if sub.probe.close() { ledger.violations.up() }
+        sub.token = nil
+    }
+
+    mutating func dropSharedObserver() {
+        guard let i = shared.firstIndex(where: { $0.observer != nil }) else { return }
+        shared[i].observer = nil
+    }
+
+    mutating func pauseShared() {
+        guard !shared.isEmpty else { return }
+        let token = shared[random.below(shared.count)].token
+        if random.chance(50) { token?.pause() } else { token?.resume() }
+    }
+
+    mutating func postShared() {
+        let n = random.below(2)
+        let returned: Int
+        if random.chance(50) {
+            returned = center.post(ChurnWorker.sharedNames[n], flag: "s")
+        } else {
+            returned = center.post(ChurnWorker.topics[n], n)
+        }
+        ledger.sharedReturned.add(returned)
+    }
+
+    // MARK: End
+
+    mutating func finish() {
+        checkIntrospection()
+        for i in subs.indices {
+            subs[i].token = nil
+            subs[i].observer = nil
+            subs[i].ended = true
+        }
+        retired += subs
+        subs.removeAll()
+        for name in names {
+            let returned = center.post(name, flag: "after")
+            if returned != 0 { ledger.fail("t\(thread) \(name): \(returned) deliveries after everything ended") }
+        }
+        queue.sync {}
+        verifyCounts()
+        while !shared.isEmpty { endShared() }
+    }
+}
+
+private final class Sender {}
+
+private struct PrivateSub {
+    enum Kind: CustomStringConvertible {
+        case plain, typed, once, observer, queued
+        case filtered(sender: Int, generation: Int)
+
+        var description: String {
+            switch self {
+            case .plain: "plain"
+            case .typed: "typed"
+            case .once: "once"
+            case .observer: "observer"
+            case .queued: "queued"
+            case .filtered(let s, let g): "filtered(\(s)#\(g))"
+            }
+        }
+    }
+
+    var kind: Kind
+    let name: Int
+    let counter: Tally
+    var token: Subscription?
+    /// For `.observer`: the observer, until it is dropped.
+    var observer: DyingObserver?
+    /// For `.observer`: the token lives in the observer, so dropping the observer ends it.
+    var observerOwnsToken = false
+    var expected = 0
+    var paused = false
+    /// Cancelled, dropped, or a one-shot that fired.
+    var ended = false
+
+    init(kind: Kind, name: Int, counter: Tally) {
+        self.kind = kind
+        self.name = name
+        self.counter = counter
+    }
+}
+
+private struct SharedSub {
+    let probe: CallProbe
+    var token: Subscription?
+    var observer: DyingObserver?
+}
+
+// MARK: - Cancellation races
+
+/// How the raced subscription is made and posted to.
+enum RaceStyle: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case plain, typed, selector, queued, senderFiltered, mainActor
+    var testDescription: String { rawValue }
+
+    /// 2,000 rounds for the plain handler, 600 for each other style (they share the engine's
+    /// cancellation path and differ only in how the call is made).
+    var rounds: Int { Reliability.scaled(self == .plain ? 2000 : 600, minimum: 100) }
+}
+
+/// Who holds the observer's token in the observer race.
+enum ObserverTokenOwner: String, Sendable, CustomTestStringConvertible {
+    case observer, test
+    var testDescription: String { rawValue }
+}
+
+/// A thread that posts to `name` in a loop (plain, typed and from `sender`, so every style of
+/// subscription gets deliveries), counting complete rounds in `posts`, until `stop()`.
+private final class PosterThread: Sendable {
+    let center: PostCenter
+    let name: String
+    let sender = RaceSender()
+    let posts = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(center: PostCenter, name: String) {
+        self.center = center
+        self.name = name
+    }
+
+    func start() {
+        Thread { [self] in
+            let topic = Topic<Int>(name)
+            while !stopped.load(ordering: .acquiring) {
+                center.post(name, flag: "plain")
+                center.post(topic, 1)
+                center.post(name, PostObject(flag: "from"), from: sender)
+                posts.add(1, ordering: .acquiringAndReleasing)
+            }
+            finished.signal()
+        }.start()
+    }
+
+    /// Waits until the poster has completed two more rounds, so at least one whole round of
+    /// posts started after this call.
+    func awaitTwoMoreRounds() {
+        let mark = posts.load(ordering: .acquiring)
+        Reliability.wait { posts.load(ordering: .acquiring) >= mark + 2 }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        finished.wait()
+    }
+}
+
+private final class RaceSender: Sendable {}
+
+/// Keeps a handler busy for a moment, so that `cancel()` often lands while it runs.
+@inline(never)
+private func busyWork(_ n: Int) -> Int {
+    var x = 0
+    for i in 0..<n { x = x &+ i &* 31 }
+    return x
+}
+
+/// An observer whose method reports to a probe.
+private final class RaceObserver: Sendable {
+    let probe: CallProbe
+    init(probe: CallProbe) { self.probe = probe }
+    func receive(_ post: PostObject) {
+        probe.enter()
+        _ = busyWork(100)
+        probe.exit()
+    }
+}
+
+/// Rounds of: subscribe, let the poster thread deliver, end the subscription while it is being
+/// delivered, then watch a whole round of posts for late starts.
+private struct CancelRace {
+    enum End { case cancel, dropToken }
+
+    struct Result {
+        var lateStarts = 0
+        var runningAtReturn = 0
+        var leftovers = 0
+        var liveCaptures = 0
+    }
+
+    let style: RaceStyle
+    let end: End
+
+    func run(rounds: Int) -> Result {
+        let center = PostCenter()
+        let name = "race"
+        let poster = PosterThread(center: center, name: name)
+        let queue = DispatchQueue(label: "race.queue")
+        let captures = Tally()
+        var random = Reliability.Random(seed: 0xCA_9CE1 &+ UInt64(RaceStyle.allCases.firstIndex(of: style)!))
+        var result = Result()
+        poster.start()
+        for _ in 0..<rounds {
+            let probe = CallProbe()
+            let capture = Capture(captures)
+            let handler: @Sendable () -> Void = {
+                withExtendedLifetime(capture) {}
+                probe.enter()
+                _ = busyWork(100)
+                probe.exit()
+            }
+            var observer: RaceObserver? = nil
+            var token: Subscription?
+            switch style {
+            case .plain: token = center.subscribe(name) { _ in handler() }
+            case .typed: token = center.subscribe(Topic<Int>(name)) { _ in handler() }
+            case .selector:
+                observer = RaceObserver(probe: probe)
+                token = center.register(name, observer: observer!, selector: RaceObserver.receive)
+            case .queued: token = center.subscribe(name, delivery: .queue(queue)) { _ in handler() }
+            case .senderFiltered: token = center.subscribe(name, from: poster.sender) { _ in handler() }
+            case .mainActor: token = center.subscribe(name, delivery: .mainActor) { _ in handler() }
+            }
+            Reliability.wait { probe.calls.load(ordering: .relaxed) > 0 }
+            for _ in 0..<random.below(4) { sched_yield() }
+            switch end {
+            case .cancel: token!.cancel()
+            case .dropToken: token = nil
+            }
+            if probe.close() { result.runningAtReturn += 1 }
+            poster.awaitTwoMoreRounds()
+            // Let deliveries scheduled before the end reach their queue: they must be dropped.
+            if style == .queued { queue.sync {} }
+            if style == .mainActor && !Thread.isMainThread { DispatchQueue.main.sync {} }
+            result.lateStarts += probe.lateStarts.load(ordering: .relaxed)
+            token = nil
+            observer = nil
+        }
+        poster.stop()
+        result.leftovers = center.subscriptionCount(for: name)
+        result.liveCaptures = captures.current
+        return result
+    }
+}
