@@ -1,0 +1,857 @@
+import Dispatch
+import Foundation
+import Subscriptions
+import Testing
+
+/// Model-based randomized testing: seeded random operation sequences run against a real
+/// `PostCenter` and against `ReferenceModel`, a single-threaded center made of plain arrays.
+/// After every operation every observable result is compared: the handler calls (order and
+/// payloads, nested posts included), `post` return values, `subscriptionCount(for:)` of every
+/// name, the set of live tokens and `isActive` of each. On a divergence the test fails with the
+/// seed and the shortest failing operation sequence the shrinker found.
+@Suite("Model-based")
+struct ModelTests {
+    static let seeds: [UInt64] = (1...10).map { 0xC0FF_EE00 &+ $0 }
+
+    /// 10 seeds × 10,000 operations: every kind of subscription (plain, typed, one-shot,
+    /// sender-filtered, selector with or without the observer owning its token), immediate and
+    /// queued delivery, nested operations from inside handlers, observer and sender deaths.
+    @Test(arguments: seeds)
+    func centerMatchesReferenceModel(seed: UInt64) {
+        let count = Reliability.scaled(10_000, minimum: 2_000)
+        var generator = ModelGenerator(seed: seed, options: .standard)
+        let ops = generator.operations(count)
+        if let failure = ModelCheck.findFailure(ops, options: .standard) {
+            Issue.record(Comment(rawValue: failure.report(seed: seed)))
+        }
+    }
+
+    /// Main-actor delivery, on the main actor: posts made there run `.mainActor` handlers
+    /// synchronously, so the same model applies (queued delivery is left out here).
+    @Test(arguments: [0xAC70_0001 as UInt64, 0xAC70_0002])
+    @MainActor
+    func mainActorDeliveryMatchesReferenceModel(seed: UInt64) {
+        let count = Reliability.scaled(5_000, minimum: 1_000)
+        var generator = ModelGenerator(seed: seed, options: .mainActor)
+        let ops = generator.operations(count)
+        if let failure = ModelCheck.findFailure(ops, options: .mainActor) {
+            Issue.record(Comment(rawValue: failure.report(seed: seed)))
+        }
+    }
+
+    /// The checker itself can fail: with a bug planted in the model (it forgets `resume()`),
+    /// a divergence is found, and shrinking reduces it to a handful of operations.
+    @Test func divergenceIsReportedWithSeedAndShrunkPrefix() throws {
+        var options = ModelOptions.standard
+        options.plantedBug = true
+        var generator = ModelGenerator(seed: 7, options: options)
+        let ops = generator.operations(2_000)
+        let failure = try #require(ModelCheck.findFailure(ops, options: options))
+        #expect(failure.shrunk.count <= 6, "shrunk to \(failure.shrunk.count) operations: \(failure.shrunk)")
+        #expect(failure.shrunk.count < failure.originalIndex + 1)
+        #expect(failure.shrunk.contains { if case .resume = $0 { true } else { false } })
+        let report = failure.report(seed: 7)
+        #expect(report.contains("seed 7"))
+        #expect(report.contains("resume"))
+    }
+
+    // TODO(protocol observers, issue 3): once `addObserver`/`removeObserver`/`notify` are in
+    // main, add `ModelOp.addProtocolObserver/removeProtocolObserver/notify` (generator, real side,
+    // model: observers per protocol in registration order, weakly held) and compare
+    // `observers(for:)` after every operation.
+}
+
+// MARK: - Operations
+
+/// Which payload a subscription takes.
+enum ModelPayload: Sendable, CustomStringConvertible {
+    /// `PostObject` (a plain subscription: every post of the name).
+    case object
+    /// `Topic<Int>`.
+    case int
+    /// `Topic<ModelTag>` (typed posts of a tag, and plain posts whose data is a tag).
+    case tag
+
+    var description: String {
+        switch self {
+        case .object: "object"
+        case .int: "Int"
+        case .tag: "Tag"
+        }
+    }
+}
+
+/// How a subscription is made.
+enum ModelStyle: Sendable, CustomStringConvertible {
+    case handler
+    case once
+    /// `subscribe(_:from:)` with sender slot `sender`.
+    case filtered(sender: Int)
+    /// `register(_:observer:)` with observer slot `observer`; `owned`: the token is stored in
+    /// the observer (it goes with it) rather than held by the test.
+    case observer(Int, owned: Bool)
+
+    var description: String {
+        switch self {
+        case .handler: "handler"
+        case .once: "once"
+        case .filtered(let s): "from sender\(s)"
+        case .observer(let o, let owned): "observer\(o)\(owned ? " (owns token)" : "")"
+        }
+    }
+}
+
+enum ModelDelivery: Sendable, CustomStringConvertible {
+    case immediate, queued, mainActor
+    var description: String {
+        switch self {
+        case .immediate: "immediate"
+        case .queued: "queued"
+        case .mainActor: "mainActor"
+        }
+    }
+}
+
+/// What a post carries.
+enum ModelPost: Sendable, CustomStringConvertible {
+    /// `post(name, flag:, data:)`.
+    case plain(flag: Int, tag: Int?)
+    /// `post(name, PostObject(flag:data:))`, or `post(name, _, from:)` with a sender.
+    case envelope(flag: Int, tag: Int?)
+    /// `post(Topic<Int>(name), value)`.
+    case int(Int)
+    /// `post(Topic<ModelTag>(name), tag)`.
+    case tag(Int)
+
+    var description: String {
+        switch self {
+        case .plain(let f, let t): "plain(flag f\(f), data \(t.map { "tag\($0)" } ?? "nil"))"
+        case .envelope(let f, let t): "PostObject(flag f\(f), data \(t.map { "tag\($0)" } ?? "nil"))"
+        case .int(let v): "Int \(v)"
+        case .tag(let t): "Tag tag\(t)"
+        }
+    }
+}
+
+/// One step of a generated sequence. Identifiers are assigned by the generator, so dropping
+/// operations while shrinking keeps the others meaningful (an operation on an identifier that
+/// does not exist does nothing, on both sides).
+indirect enum ModelOp: Sendable, CustomStringConvertible {
+    /// Makes token `id` (replacing, and so dropping, an existing token `id`). `nested` runs
+    /// inside every call of the handler, up to `ModelCheck.maxDepth` handlers deep.
+    case subscribe(id: Int, name: Int, payload: ModelPayload, style: ModelStyle, delivery: ModelDelivery, nested: ModelOp?)
+    case cancel(Int)
+    case pause(Int)
+    case resume(Int)
+    /// Lets go of token `id` (its deinit cancels).
+    case drop(Int)
+    case newObserver(Int)
+    case dropObserver(Int)
+    case newSender(Int)
+    case dropSender(Int)
+    case post(name: Int, ModelPost, from: Int?)
+    /// Runs the queued deliveries that were waiting when it started.
+    case drain
+
+    var description: String {
+        switch self {
+        case let .subscribe(id, name, payload, style, delivery, nested):
+            "subscribe #\(id) to name\(name): \(payload), \(style), \(delivery)"
+                + (nested.map { ", handler does [\($0)]" } ?? "")
+        case .cancel(let id): "cancel #\(id)"
+        case .pause(let id): "pause #\(id)"
+        case .resume(let id): "resume #\(id)"
+        case .drop(let id): "drop token #\(id)"
+        case .newObserver(let o): "new observer\(o)"
+        case .dropObserver(let o): "drop observer\(o)"
+        case .newSender(let s): "new sender\(s)"
+        case .dropSender(let s): "drop sender\(s)"
+        case let .post(name, post, from): "post name\(name) \(post)" + (from.map { " from sender\($0)" } ?? "")
+        case .drain: "drain queue"
+        }
+    }
+}
+
+struct ModelOptions: Sendable {
+    var queued = true
+    var mainActor = false
+    /// For the checker's own test: the model forgets `resume()`.
+    var plantedBug = false
+
+    static let standard = ModelOptions()
+    static let mainActor = ModelOptions(queued: false, mainActor: true)
+}
+
+/// Random operation sequences from a seed.
+struct ModelGenerator {
+    static let names = 4
+    static let observers = 4
+    static let senders = 2
+    static let tags = 3
+
+    var random: Reliability.Random
+    let options: ModelOptions
+    var nextID = 0
+    /// Tokens the generator believes alive (operations mostly target these).
+    var live: [Int] = []
+
+    init(seed: UInt64, options: ModelOptions) {
+        random = Reliability.Random(seed: seed)
+        self.options = options
+    }
+
+    mutating func operations(_ count: Int) -> [ModelOp] {
+        (0..<count).map { _ in next() }
+    }
+
+    mutating func next() -> ModelOp {
+        let roll = random.below(100)
+        switch roll {
+        case 0..<22:
+            if live.count >= 24 { return .drop(live.remove(at: random.below(live.count))) }
+            let op = subscribe(nested: random.chance(25) ? nested() : nil)
+            if case .subscribe(let id, _, _, _, _, _) = op { live.append(id) }
+            return op
+        case 22..<28:
+            return .cancel(target())
+        case 28..<34:
+            let id = target()
+            live.removeAll { $0 == id }
+            return .drop(id)
+        case 34..<40: return .pause(target())
+        case 40..<46: return .resume(target())
+        case 46..<50: return .newObserver(random.below(Self.observers))
+        case 50..<53: return .dropObserver(random.below(Self.observers))
+        case 53..<55: return .newSender(random.below(Self.senders))
+        case 55..<57: return .dropSender(random.below(Self.senders))
+        case 57..<95: return post()
+        default: return options.queued ? .drain : post()
+        }
+    }
+
+    /// A live token most of the time, sometimes one that is long gone (to exercise idempotence).
+    mutating func target() -> Int {
+        if live.isEmpty || random.chance(10) { return random.below(max(nextID, 1)) }
+        return random.pick(live)
+    }
+
+    mutating func subscribe(nested: ModelOp?) -> ModelOp {
+        let id = nextID
+        nextID += 1
+        let payload = random.pick([ModelPayload.object, .object, .int, .tag])
+        var style: ModelStyle
+        switch random.below(8) {
+        case 0, 1, 2: style = .handler
+        case 3: style = .once
+        case 4: style = .filtered(sender: random.below(Self.senders))
+        default: style = .observer(random.below(Self.observers), owned: random.chance(50))
+        }
+        var delivery = ModelDelivery.immediate
+        if options.queued && random.chance(25) { delivery = .queued }
+        if options.mainActor && random.chance(40) {
+            delivery = .mainActor
+            // The main-actor API has handler and observer forms only.
+            if case .once = style { style = .handler }
+            if case .filtered = style { style = .handler }
+        }
+        return .subscribe(
+            id: id, name: random.below(Self.names), payload: payload, style: style, delivery: delivery, nested: nested)
+    }
+
+    mutating func post() -> ModelOp {
+        let name = random.below(Self.names)
+        let tag: Int? = random.chance(50) ? random.below(Self.tags) : nil
+        let flag = random.below(10)
+        switch random.below(7) {
+        case 0, 1: return .post(name: name, .plain(flag: flag, tag: tag), from: nil)
+        case 2: return .post(name: name, .envelope(flag: flag, tag: tag), from: nil)
+        case 3: return .post(name: name, .envelope(flag: flag, tag: tag), from: random.below(Self.senders))
+        case 4: return .post(name: name, .int(random.below(100)), from: random.chance(30) ? random.below(Self.senders) : nil)
+        default: return .post(name: name, .tag(random.below(Self.tags)), from: random.chance(30) ? random.below(Self.senders) : nil)
+        }
+    }
+
+    /// What a handler does when it runs: mostly a nested post, sometimes a change to another
+    /// (or its own) subscription, observer or sender.
+    mutating func nested() -> ModelOp {
+        switch random.below(100) {
+        case 0..<50: return post()
+        case 50..<60: return .cancel(target())
+        case 60..<70: return .pause(target())
+        case 70..<78: return .resume(target())
+        case 78..<85: return .drop(target())
+        case 85..<93: return subscribe(nested: nil)
+        case 93..<97: return .dropObserver(random.below(Self.observers))
+        default: return .dropSender(random.below(Self.senders))
+        }
+    }
+}
+
+// MARK: - Running and shrinking
+
+struct ModelFailure {
+    /// Index of the diverging operation in the original sequence.
+    let originalIndex: Int
+    let originalMessage: String
+    /// The shortest sequence found that still diverges (ending with the diverging operation).
+    let shrunk: [ModelOp]
+    let shrunkMessage: String
+
+    func report(seed: UInt64) -> String {
+        var lines = [
+            "PostCenter diverged from the reference model: seed \(seed), operation \(originalIndex): \(originalMessage)",
+            "Shortest failing sequence found (\(shrunk.count) operations), diverging with: \(shrunkMessage)",
+        ]
+        lines += shrunk.enumerated().map { "  \($0.offset): \($0.element)" }
+        return lines.joined(separator: "\n")
+    }
+}
+
+enum ModelCheck {
+    /// Handlers run their nested operation only while at most this many handlers are running.
+    static let maxDepth = 3
+
+    /// Runs `ops` on a fresh center and model; the first divergence, if any.
+    static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
+        let harness = ModelHarness(options: options)
+        for (index, op) in ops.enumerated() {
+            if let message = harness.apply(op) { harness.tearDown(); return (index, message) }
+        }
+        if let message = harness.tearDown() { return (ops.count, message) }
+        return nil
+    }
+
+    /// Runs `ops`; on a divergence, shrinks the failing prefix (chunk removal, halving the chunk
+    /// size, a bounded number of reruns) and returns both.
+    static func findFailure(_ ops: [ModelOp], options: ModelOptions) -> ModelFailure? {
+        guard let (index, message) = firstDivergence(ops, options: options) else { return nil }
+        var current = Array(ops.prefix(index + 1))
+        var currentMessage = message
+        var budget = 600
+        var chunk = max(1, current.count / 2)
+        while budget > 0 {
+            var i = 0
+            while i < current.count && budget > 0 {
+                var candidate = current
+                candidate.removeSubrange(i..<min(current.count, i + chunk))
+                budget -= 1
+                if let (j, m) = firstDivergence(candidate, options: options) {
+                    current = Array(candidate.prefix(j + 1))
+                    currentMessage = m
+                } else {
+                    i += chunk
+                }
+            }
+            if chunk == 1 { break }
+            chunk = max(1, chunk / 2)
+        }
+        return ModelFailure(originalIndex: index, originalMessage: message, shrunk: current, shrunkMessage: currentMessage)
+    }
+}
+
+/// A payload object for typed and plain posts (kept alive by the harness for the whole run).
+final class ModelTag: Sendable {
+    let index: Int
+    init(_ index: Int) { self.index = index }
+}
+
+/// Runs each operation on both sides and compares what can be observed.
+final class ModelHarness {
+    let real: RealSide
+    let model: ReferenceModel
+
+    init(options: ModelOptions) {
+        real = RealSide()
+        model = ReferenceModel(plantedBug: options.plantedBug)
+    }
+
+    /// Applies `op` to both; a description of the first difference, or `nil`.
+    func apply(_ op: ModelOp) -> String? {
+        let realResult = real.apply(op)
+        let modelResult = model.apply(op)
+        if realResult != modelResult {
+            return "`\(op)` returned \(realResult.map(String.init) ?? "nothing"), model says \(modelResult.map(String.init) ?? "nothing")"
+        }
+        return compare(after: op)
+    }
+
+    func compare(after op: ModelOp) -> String? {
+        defer {
+            real.log.removeAll()
+            model.log.removeAll()
+        }
+        if real.log != model.log {
+            let first = zip(real.log, model.log).prefix { $0 == $1 }.count
+            let window = max(0, first - 2)..<(first + 3)
+            return "after `\(op)` handler calls differ from call \(first) on: "
+                + "\(real.log[window.clamped(to: real.log.indices)]), model says "
+                + "\(model.log[window.clamped(to: model.log.indices)]) (\(real.log.count) calls, model \(model.log.count))"
+        }
+        for name in 0..<ModelGenerator.names {
+            let counted = real.center.subscriptionCount(for: "name\(name)")
+            let expected = model.reachableCount(name)
+            if counted != expected {
+                return "after `\(op)` subscriptionCount(for: name\(name)) is \(counted), model says \(expected)"
+            }
+        }
+        let realIDs = Set(real.tokenIDs)
+        let modelIDs = Set(model.present.keys)
+        if realIDs != modelIDs {
+            return "after `\(op)` live tokens are \(realIDs.sorted()), model says \(modelIDs.sorted())"
+        }
+        for id in modelIDs.sorted() {
+            let active = real.token(id)!.isActive
+            if active != model.isActive(id) {
+                return "after `\(op)` #\(id).isActive is \(active), model says \(!active)"
+            }
+        }
+        return nil
+    }
+
+    /// Ends everything; afterwards nothing may be counted or held. Returns a problem, or `nil`.
+    @discardableResult
+    func tearDown() -> String? {
+        real.tearDown()
+        for name in 0..<ModelGenerator.names where real.center.subscriptionCount(for: "name\(name)") != 0 {
+            return "after tear-down name\(name) still has subscriptions"
+        }
+        if real.captures.current != 0 {
+            return "after tear-down the center still holds \(real.captures.current) handler closures"
+        }
+        return nil
+    }
+}
+
+// MARK: - The real side
+
+/// A `PostCenter` driven by operations. Handlers append to `log` and run their nested operation.
+///
+/// Used by one thread at a time: the test's, or the queue's while the test waits in
+/// `queue.sync` during `drain`.
+final class RealSide: @unchecked Sendable {
+    // @unchecked: see above; every hand-over goes through `queue.sync`, which orders the accesses.
+    let center = PostCenter()
+    let captures = Tally()
+    var log: [String] = []
+    var depth = 0
+    var serial = 0
+    /// Tokens held by the test, by identifier.
+    var tokens: [Int: Subscription] = [:]
+    var observers: [Int: ModelObserver] = [:]
+    var senders: [Int: ModelSender] = [:]
+    let tags = (0..<ModelGenerator.tags).map(ModelTag.init)
+    /// Suspended except during `drain`, so queued deliveries run at known points.
+    let queue = DispatchQueue(label: "model.queue")
+    var suspended = true
+
+    init() { queue.suspend() }
+
+    var tokenIDs: [Int] {
+        Array(tokens.keys) + observers.values.flatMap { $0.tokens.keys }
+    }
+
+    func token(_ id: Int) -> Subscription? {
+        if let token = tokens[id] { return token }
+        for observer in observers.values { if let token = observer.tokens[id] { return token } }
+        return nil
+    }
+
+    /// Removes token `id` from wherever it is held (dropping it).
+    func dropToken(_ id: Int) {
+        if tokens.removeValue(forKey: id) != nil { return }
+        for observer in observers.values where observer.tokens[id] != nil {
+            observer.tokens[id] = nil
+            return
+        }
+    }
+
+    func apply(_ op: ModelOp) -> Int? {
+        switch op {
+        case let .subscribe(id, name, payload, style, delivery, nested):
+            subscribe(id, name, payload, style, delivery, nested)
+        case .cancel(let id): token(id)?.cancel()
+        case .pause(let id): token(id)?.pause()
+        case .resume(let id): token(id)?.resume()
+        case .drop(let id): dropToken(id)
+        case .newObserver(let o): if observers[o] == nil { observers[o] = ModelObserver() }
+        case .dropObserver(let o): observers[o] = nil
+        case .newSender(let s): if senders[s] == nil { senders[s] = ModelSender() }
+        case .dropSender(let s): senders[s] = nil
+        case let .post(name, post, from):
+            return self.post(name, post, from)
+        case .drain:
+            // The marker goes in behind the deliveries already waiting, before the queue runs:
+            // it suspends the queue from inside, which stops it right after the marker, so
+            // deliveries scheduled while draining wait for the next drain (as in the model).
+            let drained = DispatchSemaphore(value: 0)
+            queue.async { [queue] in
+                queue.suspend()
+                drained.signal()
+            }
+            queue.resume()
+            drained.wait()
+        }
+        return nil
+    }
+
+    func post(_ name: Int, _ post: ModelPost, _ from: Int?) -> Int? {
+        let key = "name\(name)"
+        if let from {
+            guard let sender = senders[from] else { return nil }
+            switch post {
+            case .plain(let f, let t), .envelope(let f, let t):
+                return center.post(key, PostObject(flag: "f\(f)", data: t.map { tags[$0] }), from: sender)
+            case .int(let v): return center.post(Topic<Int>(key), v, from: sender)
+            case .tag(let t): return center.post(Topic<ModelTag>(key), tags[t], from: sender)
+            }
+        }
+        switch post {
+        case .plain(let f, let t): return center.post(key, flag: "f\(f)", data: t.map { tags[$0] })
+        case .envelope(let f, let t): return center.post(key, PostObject(flag: "f\(f)", data: t.map { tags[$0] }))
+        case .int(let v): return center.post(Topic<Int>(key), v)
+        case .tag(let t): return center.post(Topic<ModelTag>(key), tags[t])
+        }
+    }
+
+    /// What every handler does: log the call, then run the nested operation if not too deep.
+    func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) {
+        depth += 1
+        defer { depth -= 1 }
+        log.append("#\(id).\(serial) \(description)")
+        guard let nested, depth <= ModelCheck.maxDepth else { return }
+        if let returned = apply(nested) { log.append("nested post returned \(returned)") }
+    }
+
+    static func describe(_ post: PostObject) -> String {
+        "object(\(post.flag), \((post.data as? ModelTag).map { "tag\($0.index)" } ?? "nil"), \(post.payload(as: Int.self).map(String.init) ?? "nil"))"
+    }
+
+    func subscribe(
+        _ id: Int, _ nameIndex: Int, _ payload: ModelPayload, _ style: ModelStyle, _ delivery: ModelDelivery,
+        _ nested: ModelOp?
+    ) {
+        let name = "name\(nameIndex)"
+        // Preconditions shared with the model: the observer or sender must exist.
+        var observer: ModelObserver?
+        var owned = false
+        var sender: ModelSender?
+        switch style {
+        case .observer(let o, let ownsToken):
+            guard let existing = observers[o] else { return }
+            observer = existing
+            owned = ownsToken
+        case .filtered(let s):
+            guard let existing = senders[s] else { return }
+            sender = existing
+        default: break
+        }
+        serial += 1
+        let token: Subscription
+        switch payload {
+        case .object:
+            token = make(name, style, delivery, id, nested, observer, sender, Self.describe)
+        case .int:
+            token = make(Topic<Int>(name), style, delivery, id, nested, observer, sender) { "Int \($0)" }
+        case .tag:
+            token = make(Topic<ModelTag>(name), style, delivery, id, nested, observer, sender) { "Tag tag\($0.index)" }
+        }
+        dropToken(id)
+        if let observer, owned {
+            observer.tokens[id] = token
+        } else {
+            tokens[id] = token
+        }
+    }
+
+    /// The handler every subscription gets: it captures a `Capture` (to prove the center lets
+    /// go of it) and reports to `handled`.
+    func handler<Payload>(
+        _ id: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
+    ) -> @Sendable (Payload) -> Void {
+        let capture = Capture(captures)
+        let serial = self.serial
+        return { [weak self] payload in
+            withExtendedLifetime(capture) {}
+            self?.handled(id, serial, describe(payload), nested)
+        }
+    }
+
+    func make(
+        _ name: String, _ style: ModelStyle, _ delivery: ModelDelivery, _ id: Int, _ nested: ModelOp?,
+        _ observer: ModelObserver?, _ sender: ModelSender?, _ describe: @escaping @Sendable (PostObject) -> String
+    ) -> Subscription {
+        let body = handler(id, nested, describe)
+        let serial = self.serial
+        let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
+        switch style {
+        case .handler where delivery == .mainActor:
+            return center.subscribe(name, delivery: .mainActor, handler: body)
+        case .handler: return center.subscribe(name, delivery: route, handler: body)
+        case .once: return center.subscribeOnce(name, delivery: route, handler: body)
+        case .filtered: return center.subscribe(name, from: sender!, delivery: route, handler: body)
+        case .observer:
+            let selector = observerSelector(id, serial, nested, describe)
+            if delivery == .mainActor {
+                return center.register(name, observer: observer!, delivery: .mainActor, selector: selector)
+            }
+            return center.register(name, observer: observer!, delivery: route, selector: selector)
+        }
+    }
+
+    func make<Payload>(
+        _ topic: Topic<Payload>, _ style: ModelStyle, _ delivery: ModelDelivery, _ id: Int, _ nested: ModelOp?,
+        _ observer: ModelObserver?, _ sender: ModelSender?, _ describe: @escaping @Sendable (Payload) -> String
+    ) -> Subscription {
+        let body = handler(id, nested, describe)
+        let serial = self.serial
+        let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
+        switch style {
+        case .handler where delivery == .mainActor:
+            return center.subscribe(topic, delivery: .mainActor, handler: body)
+        case .handler: return center.subscribe(topic, delivery: route, handler: body)
+        case .once: return center.subscribeOnce(topic, delivery: route, handler: body)
+        case .filtered: return center.subscribe(topic, from: sender!, delivery: route, handler: body)
+        case .observer:
+            let selector = observerSelector(id, serial, nested, describe)
+            if delivery == .mainActor {
+                return center.register(topic, observer: observer!, delivery: .mainActor, selector: selector)
+            }
+            return center.register(topic, observer: observer!, delivery: route, selector: selector)
+        }
+    }
+
+    /// A selector for `register`: the observer is passed in by the center on each call (it holds
+    /// the observer weakly), and the call is reported like a handler's. Captures nothing strong
+    /// but a `Capture`.
+    func observerSelector<Payload>(
+        _ id: Int, _ serial: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
+    ) -> @Sendable (ModelObserver) -> (Payload) -> Void {
+        let capture = Capture(captures)
+        return { [weak self] observer in
+            { payload in
+                withExtendedLifetime((capture, observer)) {}
+                self?.handled(id, serial, describe(payload), nested)
+            }
+        }
+    }
+
+    func tearDown() {
+        tokens.removeAll()
+        observers.removeAll()
+        if suspended {
+            suspended = false
+            queue.resume()
+        }
+        queue.sync {}
+    }
+}
+
+/// An observer for selector registrations; it may own tokens.
+final class ModelObserver: @unchecked Sendable {
+    // @unchecked: only used by the harness's one thread at a time (see `RealSide`).
+    var tokens: [Int: Subscription] = [:]
+}
+
+final class ModelSender: Sendable {}
+
+// MARK: - The reference model
+
+/// The obviously correct center: arrays of entries in subscription order, a FIFO of queued
+/// deliveries, and the rules of the documented guarantees, one line each.
+final class ReferenceModel {
+    enum State { case active, paused, cancelled, spent }
+
+    struct Entry {
+        let id: Int
+        let serial: Int
+        let name: Int
+        let payload: ModelPayload
+        let once: Bool
+        let delivery: ModelDelivery
+        let nested: ModelOp?
+        /// Observer slot and generation, for selector registrations.
+        let observer: (slot: Int, generation: Int)?
+        let owned: Bool
+        /// Sender slot and generation, for sender-filtered subscriptions.
+        let sender: (slot: Int, generation: Int)?
+        var state = State.active
+    }
+
+    let plantedBug: Bool
+    var entries: [Int: Entry] = [:]
+    /// Per name, entry serials in subscription order (guarantee 1).
+    var routes: [[Int]] = Array(repeating: [], count: ModelGenerator.names)
+    /// Token id → serial of the entry it owns, while the token exists.
+    var present: [Int: Int] = [:]
+    /// Live observers and senders: slot → generation.
+    var observers: [Int: Int] = [:]
+    var senders: [Int: Int] = [:]
+    var generation = 0
+    var pending: [(serial: Int, description: String)] = []
+    var log: [String] = []
+    var depth = 0
+    var serial = 0
+
+    init(plantedBug: Bool) { self.plantedBug = plantedBug }
+
+    func apply(_ op: ModelOp) -> Int? {
+        switch op {
+        case let .subscribe(id, name, payload, style, delivery, nested):
+            subscribe(id, name, payload, style, delivery, nested)
+        case .cancel(let id):
+            if let s = present[id] { entries[s]!.state = .cancelled }
+        case .pause(let id):
+            if let s = present[id], entries[s]!.state == .active { entries[s]!.state = .paused }
+        case .resume(let id):
+            if !plantedBug, let s = present[id], entries[s]!.state == .paused { entries[s]!.state = .active }
+        case .drop(let id):
+            drop(id)
+        case .newObserver(let o):
+            if observers[o] == nil {
+                generation += 1
+                observers[o] = generation
+            }
+        case .dropObserver(let o):
+            guard let g = observers.removeValue(forKey: o) else { break }
+            // Tokens the observer owned go with it.
+            for (id, s) in present where entries[s]!.owned && entries[s]!.observer?.generation == g { drop(id) }
+        case .newSender(let s):
+            if senders[s] == nil {
+                generation += 1
+                senders[s] = generation
+            }
+        case .dropSender(let s):
+            senders[s] = nil
+        case let .post(name, post, from):
+            if let from, senders[from] == nil { return nil }
+            return self.post(name, post, from)
+        case .drain:
+            let due = pending
+            pending.removeAll()
+            for item in due {
+                // Guarantee 6: a queued delivery whose subscription was cancelled or paused
+                // before it ran never runs; a fired one-shot's won delivery does.
+                let e = entries[item.serial]!
+                guard e.state == .active || e.state == .spent else { continue }
+                if let o = e.observer, observers[o.slot] != o.generation { continue }
+                call(e, item.description)
+            }
+        }
+        compact()
+        return nil
+    }
+
+    func drop(_ id: Int) {
+        guard let s = present.removeValue(forKey: id) else { return }
+        entries[s]!.state = .cancelled
+    }
+
+    func subscribe(
+        _ id: Int, _ name: Int, _ payload: ModelPayload, _ style: ModelStyle, _ delivery: ModelDelivery,
+        _ nested: ModelOp?
+    ) {
+        var observer: (Int, Int)?
+        var owned = false
+        var sender: (Int, Int)?
+        switch style {
+        case .observer(let o, let ownsToken):
+            guard let g = observers[o] else { return }
+            observer = (o, g)
+            owned = ownsToken
+        case .filtered(let s):
+            guard let g = senders[s] else { return }
+            sender = (s, g)
+        default: break
+        }
+        serial += 1
+        var once = false
+        if case .once = style { once = true }
+        entries[serial] = Entry(
+            id: id, serial: serial, name: name, payload: payload, once: once, delivery: delivery, nested: nested,
+            observer: observer, owned: owned, sender: sender)
+        routes[name].append(serial)
+        drop(id)
+        present[id] = serial
+    }
+
+    /// Whether the entry would be reached by the next post (guarantees 8, 11, 14).
+    func reachable(_ e: Entry) -> Bool {
+        guard e.state == .active else { return false }
+        if let o = e.observer, observers[o.slot] != o.generation { return false }
+        if let s = e.sender, senders[s.slot] != s.generation { return false }
+        return true
+    }
+
+    func reachableCount(_ name: Int) -> Int {
+        routes[name].filter { reachable(entries[$0]!) }.count
+    }
+
+    func isActive(_ id: Int) -> Bool {
+        reachable(entries[present[id]!]!)
+    }
+
+    /// What a subscription taking `payload` receives from `post`, or `nil` if it does not
+    /// receive it (guarantee 12: typed topics share the names of plain posts).
+    func describe(_ payload: ModelPayload, _ post: ModelPost) -> String? {
+        switch (payload, post) {
+        case (.object, .plain(let f, let t)), (.object, .envelope(let f, let t)):
+            return "object(f\(f), \(t.map { "tag\($0)" } ?? "nil"), nil)"
+        case (.object, .int(let v)): return "object(, nil, \(v))"
+        case (.object, .tag(let t)): return "object(, tag\(t), nil)"
+        case (.int, .int(let v)): return "Int \(v)"
+        case (.tag, .tag(let t)): return "Tag tag\(t)"
+        case (.tag, .plain(_, let t?)), (.tag, .envelope(_, let t?)): return "Tag tag\(t)"
+        default: return nil
+        }
+    }
+
+    func post(_ name: Int, _ post: ModelPost, _ from: Int?) -> Int {
+        // Guarantee 5: entries added during this post are not reached (the list is copied).
+        let snapshot = routes[name]
+        // The poster holds its sender for the whole post: a handler dropping the sender's last
+        // other reference does not end filtered subscriptions later in the same post.
+        let postSender = from.flatMap { senders[$0] }
+        var delivered = 0
+        for s in snapshot {
+            // Guarantee 6: the state is read at the entry's turn, so a cancel or pause made by
+            // an earlier handler of this post is seen.
+            let e = entries[s]!
+            guard e.state == .active else { continue }
+            if let filter = e.sender {
+                guard let from, filter.slot == from, postSender == filter.generation else { continue }
+            }
+            if let o = e.observer, observers[o.slot] != o.generation { continue }
+            guard let description = describe(e.payload, post) else { continue }
+            if e.once { entries[s]!.state = .spent }
+            delivered += 1
+            if e.delivery == .queued {
+                pending.append((s, description))
+            } else {
+                call(e, description)  // guarantee 4: nested posts run depth-first, right here
+            }
+        }
+        return delivered
+    }
+
+    func call(_ e: Entry, _ description: String) {
+        depth += 1
+        defer { depth -= 1 }
+        log.append("#\(e.id).\(e.serial) \(description)")
+        guard let nested = e.nested, depth <= ModelCheck.maxDepth else { return }
+        if let returned = apply(nested) { log.append("nested post returned \(returned)") }
+    }
+
+    /// Forgets entries that can never be reached again, outside any post.
+    func compact() {
+        guard depth == 0 else { return }
+        let waiting = Set(pending.map(\.serial))
+        for name in routes.indices {
+            routes[name].removeAll { s in
+                let state = entries[s]!.state
+                let gone = (state == .cancelled || state == .spent) && !waiting.contains(s)
+                if gone && !present.values.contains(s) { entries[s] = nil }
+                return gone
+            }
+        }
+    }
+}
