@@ -30,6 +30,10 @@ struct _Garbage {
 /// posting different names rarely meet on a lock.
 final class _Stripe: Sendable {
     let mutex = Mutex(_NameTable())
+    /// Keeps the lock words of stripes allocated one after another on different cache lines,
+    /// so that threads posting names of different stripes do not slow each other down.
+    private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 /// The registry of one name.
