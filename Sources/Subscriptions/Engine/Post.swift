@@ -97,7 +97,7 @@ extension PostCenter {
                 route.lockedEndPost(start.ticket, thread, &routes)
             }
         }
-        withExtendedLifetime(garbage) {}
+        garbage?.dispose()
         return delivered
     }
 

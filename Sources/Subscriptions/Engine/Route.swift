@@ -24,6 +24,13 @@ struct _Garbage {
     var entry: _Entry? = nil
     var entries: [_Entry] = []
     var route: _Route? = nil
+
+    /// Releases the handlers of the cancelled entries (see `_Entry.releaseHandler()`), then
+    /// everything else. Call without any lock held.
+    consuming func dispose() {
+        entry?.releaseHandler()
+        for entry in entries { entry.releaseHandler() }
+    }
 }
 
 /// A lock and the routes whose names hash to it. A center has several stripes so that threads
@@ -293,7 +300,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         let garbage = stripe.mutex.withLock { routes in
             lockedEndPost(ticket, thread, &routes)
         }
-        withExtendedLifetime(garbage) {}
+        garbage?.dispose()
     }
 
     // MARK: Token operations
@@ -311,7 +318,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             }
         }
         // Released here, outside the lock and after the wait: the handler's captures go now.
-        withExtendedLifetime(garbage) {}
+        garbage.dispose()
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
