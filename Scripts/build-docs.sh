@@ -73,9 +73,11 @@ fi
 echo "== extract the symbol graph ($target_flags)"
 rm -rf "$graphs"
 mkdir -p "$graphs"
+# Extension block symbols make DocC list extensions of other modules' types (such as
+# NotificationCenter) under "Extended Modules"; without them DocC silently drops those members.
 # shellcheck disable=SC2086  # target_flags is a list of flags
 swift-symbolgraph-extract -module-name "$module" -I "$modules" $target_flags \
-    -minimum-access-level public -output-dir "$graphs"
+    -minimum-access-level public -emit-extension-block-symbols -output-dir "$graphs"
 
 echo "== check that every public symbol has a doc comment"
 python3 Scripts/check-doc-comments.py "$graphs" "$module"
