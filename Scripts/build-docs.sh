@@ -89,7 +89,7 @@ docc_flags=(
     --additional-symbol-graph-dir "$graphs"
     --output-path "$output"
     --fallback-display-name "$module"
-    --fallback-bundle-identifier "org.swift.$module"
+    --fallback-bundle-identifier "$module"
     --transform-for-static-hosting
     --warnings-as-errors
 )
