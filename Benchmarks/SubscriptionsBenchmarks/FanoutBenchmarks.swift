@@ -12,7 +12,7 @@ func fanoutSection(_ config: RunConfig) -> Section {
     var section = Section(
         id: "fanout", title: "Post to N subscribers",
         notes: [
-            "ns/post: median over \(config.repetitions) repetitions of ≥ \(config.minimumRunNanos / 1_000_000) ms each; ns/handler = ns/post ÷ N.",
+            "ns/post: median over \(config.repetitions) repetitions of ≥ \(config.minimumRunNanos / 1_000_000) ms each (\(config.clock.rawValue) time); ns/handler = ns/post ÷ N.",
             "NC/ours: NotificationCenter's ns/post ÷ this row's (speed-up), against the NotificationCenter row of the same",
             "form (object nil, or with a sender). ours/loop: this row's ns/handler ÷ the bare loop's.",
             "Every handler does `counter += value` (or `+= 1`) through a captured UnsafeMutablePointer<Int>.",

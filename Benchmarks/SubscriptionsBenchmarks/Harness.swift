@@ -1,5 +1,11 @@
 import Dispatch
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A counter that handlers bump through a captured pointer: no atomics, no exclusivity checks,
 /// so every contender's handler does exactly the same tiny amount of work.
 struct Counter: @unchecked Sendable {
@@ -30,16 +36,48 @@ func expectCalls(_ actual: Int, _ expected: Int, _ what: @autoclosure () -> Stri
     )
 }
 
-/// Monotonic nanoseconds.
+/// Monotonic wall-clock nanoseconds.
 @inline(__always)
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// Nanoseconds of CPU time the calling thread has used: time it spends preempted by other
+/// processes does not count.
+@inline(__always)
+func threadCPUNow() -> UInt64 {
+    var t = timespec()
+    let status = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    precondition(status == 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed; run with --clock wall")
+    return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
+}
+
+/// What a repetition's duration is measured with.
+enum Clock: String {
+    /// The measuring thread's CPU time: robust on a shared, loaded machine.
+    case cpu
+    /// Wall-clock time: what an idle machine gives.
+    case wall
+
+    @inline(__always)
+    func read() -> UInt64 { self == .cpu ? threadCPUNow() : now() }
+
+    var description: String {
+        switch self {
+        case .cpu:
+            return "CPU time of the measuring thread (CLOCK_THREAD_CPUTIME_ID): time spent preempted by other processes does not count"
+        case .wall: return "wall-clock time"
+        }
+    }
+}
 
 /// How much to measure.
 struct RunConfig {
     /// Timed repetitions per case; the figure reported is their median.
     var repetitions: Int
-    /// Each repetition runs at least this long.
+    /// Each repetition runs at least this long (on `clock`).
     var minimumRunNanos: UInt64
+    /// What single-threaded repetitions are timed with. The two-thread benchmark always
+    /// measures wall-clock throughput (and reports CPU time beside it).
+    var clock: Clock
 }
 
 /// One contender in a measurement group.
@@ -48,7 +86,7 @@ struct RunConfig {
 /// untimed. `verify` must check the exact number of handler calls.
 final class Case {
     let label: String
-    private let runner: (Int) -> UInt64
+    private let runner: (Int, Clock) -> UInt64
     private(set) var iterations = 0
     private(set) var samples: [Double] = []
 
@@ -56,42 +94,42 @@ final class Case {
     convenience init(
         _ label: String, prepare: @escaping () -> Void, body: @escaping (Int) -> Void, verify: @escaping (Int) -> Void
     ) {
-        self.init(label) { n in
+        self.init(label) { n, clock in
             prepare()
-            let start = now()
+            let start = clock.read()
             body(n)
-            let elapsed = now() - start
+            let elapsed = clock.read() - start
             verify(n)
             return elapsed
         }
     }
 
-    /// A case that times itself: `runner(n)` performs `n` operations, checks their handler
-    /// calls, and returns the nanoseconds they took.
-    init(_ label: String, runner: @escaping (Int) -> UInt64) {
+    /// A case that times itself: `runner(n, clock)` performs `n` operations, checks their
+    /// handler calls, and returns the nanoseconds they took.
+    init(_ label: String, runner: @escaping (Int, Clock) -> UInt64) {
         self.label = label
         self.runner = runner
     }
 
     /// Runs `n` operations once and returns their elapsed nanoseconds.
-    func run(_ n: Int) -> UInt64 { runner(n) }
+    func run(_ n: Int, _ config: RunConfig) -> UInt64 { runner(n, config.clock) }
 
     /// Grows the iteration count until one run lasts `minimumRunNanos`, then runs once more at that
     /// size as a warm-up.
     func calibrate(_ config: RunConfig) {
         var n = 1
         while true {
-            let t = run(n)
+            let t = run(n, config)
             if t >= config.minimumRunNanos { break }
             let wanted = Double(config.minimumRunNanos) * 1.25 / Double(max(t, 1))
             n = Int(Double(n) * min(10, max(2, wanted)))
         }
         iterations = n
-        _ = run(n)
+        _ = run(n, config)
     }
 
     func record(_ config: RunConfig) {
-        samples.append(Double(run(iterations)) / Double(iterations))
+        samples.append(Double(run(iterations, config)) / Double(iterations))
     }
 
     var stats: Stats { Stats(samples) }

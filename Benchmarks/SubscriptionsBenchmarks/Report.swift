@@ -64,6 +64,8 @@ struct Report: Encodable {
     var machine: Machine
     var repetitions: Int
     var minimumRunMilliseconds: Double
+    /// "cpu" or "wall": what single-threaded repetitions were timed with.
+    var clock: String
     var quick: Bool
     var sections: [Section]
     var checks: [Check]

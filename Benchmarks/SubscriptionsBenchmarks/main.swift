@@ -12,12 +12,14 @@ import Foundation
 let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "memory", "threads"]
 
 let usage = """
-    usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--only SECTION,...]
+    usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
            SubscriptionsBenchmarks --callgrind MODE [ITERATIONS]
 
       --quick           3 repetitions of ≥ 5 ms, 1 memory run: a smoke run, not for quoting
       --json PATH       also write every figure and target check to PATH
       --repetitions N   timed repetitions per case (default 9); the median is reported
+      --clock cpu|wall  time single-threaded cases by the thread's CPU time (default: robust on a
+                        shared machine) or by wall-clock time (an idle machine gives the same)
       --only SECTIONS   comma-separated subset of: \(allSections.joined(separator: ", "))
       --callgrind MODE  run one tiny mode (default 100000 operations) for valgrind; modes:
     \(callgrindModes.map { "                          \($0.name): \($0.help)" }.joined(separator: "\n"))
@@ -28,6 +30,7 @@ struct Options {
     var jsonPath: String? = nil
     var repetitions: Int? = nil
     var only: Set<String>? = nil
+    var clock = Clock.cpu
     var callgrind: (mode: String, iterations: Int)? = nil
 }
 
@@ -49,6 +52,9 @@ func parseOptions(_ arguments: [String]) -> Options {
         case "--repetitions":
             guard let n = Int(value(for: arg)), n > 0 else { fail("--repetitions needs a positive integer") }
             options.repetitions = n
+        case "--clock":
+            guard let clock = Clock(rawValue: value(for: arg)) else { fail("--clock takes cpu or wall") }
+            options.clock = clock
         case "--only":
             let names = Set(value(for: arg).split(separator: ",").map(String.init))
             let unknown = names.subtracting(allSections)
@@ -81,7 +87,7 @@ func runBenchmarks(_ options: Options) {
     }
     let config = RunConfig(
         repetitions: options.repetitions ?? (options.quick ? 3 : 9),
-        minimumRunNanos: options.quick ? 5_000_000 : 20_000_000)
+        minimumRunNanos: options.quick ? 5_000_000 : 20_000_000, clock: options.clock)
     let wanted = options.only ?? Set(allSections)
     let loadBefore = loadAverage()
 
@@ -93,6 +99,12 @@ func runBenchmarks(_ options: Options) {
     print(
         "Each figure: median of \(config.repetitions) timed repetitions of ≥ \(config.minimumRunNanos / 1_000_000) ms after a warm-up;"
             + " every repetition checks its exact handler-call count.")
+    print("Clock: \(config.clock.description) (two-thread test: wall time).")
+    if let load = Double(loadBefore.split(separator: " ").first ?? ""),
+        load > Double(ProcessInfo.processInfo.activeProcessorCount) * 0.5
+    {
+        print("Note: load average \(load) on \(ProcessInfo.processInfo.activeProcessorCount) CPUs: other processes compete for them.")
+    }
     if options.quick { print("--quick: a smoke run, not for quoting.") }
     print()
 
@@ -119,6 +131,7 @@ func runBenchmarks(_ options: Options) {
         let report = Report(
             generated: ISO8601DateFormatter().string(from: Date()), machine: machine,
             repetitions: config.repetitions, minimumRunMilliseconds: Double(config.minimumRunNanos) / 1e6,
+            clock: config.clock.rawValue,
             quick: options.quick, sections: sections, checks: checks,
             passed: checks.filter(\.pass).count, total: checks.count)
         do {
