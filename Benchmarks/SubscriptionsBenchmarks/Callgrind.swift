@@ -14,8 +14,12 @@ let callgrindModes: [(name: String, help: String)] = [
     ("ncsender1", "NotificationCenter post (object: sender) to 1 block observer"),
     ("nc10", "NotificationCenter post (object nil) to 10 block observers"),
     ("loop1", "bare closure loop over 1 closure"),
-    ("unheard", "plain post to a name nobody listens to, 1000 other names subscribed"),
+    ("unheard", "plain post (new PostObject) to a name nobody listens to, 1000 other names subscribed"),
+    ("typedunheard", "typed post to a name nobody listens to, 1000 other names subscribed"),
+    ("ncunheard", "NotificationCenter post to a name nobody observes, 1000 other names observed"),
     ("subcancel", "subscribe + cancel on a name holding 10 subscriptions"),
+    ("subcancel100k", "subscribe + cancel on a name holding 100,000 subscriptions"),
+    ("ncsubcancel", "NotificationCenter addObserver + removeObserver on a name with 10 observers"),
 ]
 
 /// Runs one callgrind mode; returns false for an unknown mode.
@@ -56,15 +60,29 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         appendClosures(counter, 1, into: &closures)
         delivered = callClosures(closures, value, iterations)
         expected = iterations * value
-    case "unheard":
+    case "unheard", "typedunheard":
         for i in 0..<1000 { subscribeMany(center, "bench.busy.\(i)", counter, 1, into: &tokens) }
-        delivered = postPlain(center, "bench.nobody", nil, iterations)
+        if mode == "unheard" {
+            delivered = postPlain(center, "bench.nobody", nil, iterations)
+        } else {
+            delivered = postTyped(center, Topic<Int>("bench.nobody"), value, iterations)
+        }
         expected = 0
-    case "subcancel":
-        subscribeMany(center, name, counter, 10, into: &tokens)
+    case "ncunheard":
+        for i in 0..<1000 { observeMany(foundation, Notification.Name("bench.busy.\(i)"), counter, 1, into: &observers) }
+        postNotification(foundation, Notification.Name("bench.nobody"), nil, iterations)
+        expected = 0
+    case "subcancel", "subcancel100k":
+        let held = mode == "subcancel" ? 10 : 100_000
+        subscribeMany(center, name, counter, held, into: &tokens)
         subscribeAndCancel(center, name, counter, iterations)
         expected = 0
-        precondition(center.subscriptionCount(for: name) == 10, "subcancel: the name should still hold 10 subscriptions")
+        precondition(center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
+    case "ncsubcancel":
+        let notificationName = Notification.Name(name)
+        observeMany(foundation, notificationName, counter, 10, into: &observers)
+        observeAndRemove(foundation, notificationName, counter, iterations)
+        expected = 0
     default:
         return false
     }
