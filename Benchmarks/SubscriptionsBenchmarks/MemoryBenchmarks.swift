@@ -58,7 +58,7 @@ func memorySection(_ config: RunConfig, quick: Bool) -> Section {
         section.notes.append("n/a: heap statistics need glibc's mallinfo2(); this platform has none.")
         for label in ["PostCenter plain subscribe", "PostCenter typed subscribe", "NotificationCenter addObserver"] {
             section.add(
-                [label, "n/a", "n/a", "n/a", "n/a", label.hasPrefix("PostCenter plain") ? "≤\(Int(target)) B" : "", "n/a"],
+                [label, "n/a", "n/a", "n/a", "n/a", label.hasPrefix("PostCenter") ? "≤\(Int(target)) B (with closure)" : "", "n/a"],
                 Row(contender: label, size: count, figures: [:], target: nil, pass: nil))
         }
         return section

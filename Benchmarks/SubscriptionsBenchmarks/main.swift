@@ -1,6 +1,6 @@
 // The benchmark of issue 5: PostCenter against NotificationCenter and a bare closure loop.
 //
-//   swift run -c release SubscriptionsBenchmarks [--quick] [--json PATH] [--only SECTIONS]
+//   swift run -c release SubscriptionsBenchmarks [--quick] [--json PATH] [--clock cpu|wall] [--only SECTIONS]
 //   swift run -c release SubscriptionsBenchmarks --callgrind MODE [ITERATIONS]
 //
 // Files: Harness (timing, medians, checks), Handlers (the one handler body every contender
