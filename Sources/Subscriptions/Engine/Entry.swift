@@ -64,6 +64,22 @@ final class _Handler<Payload>: _Entry, @unchecked Sendable {
     }
 }
 
+/// The hot path of plain names: `_Handler` for envelopes, stored at the closure's own type.
+/// (A `(PostObject) -> Void` stored as a generic `(Payload) -> Void` would need a
+/// reabstraction thunk: one more allocation per subscription and one more call per delivery.)
+final class _EnvelopeHandler: _Entry, @unchecked Sendable {
+    let handler: (PostObject) -> Void
+
+    init(_ handler: @escaping (PostObject) -> Void) {
+        self.handler = handler
+    }
+
+    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
+        handler(post)
+        return true
+    }
+}
+
 /// How a `_Slow` entry runs its handler.
 enum _Executor {
     /// On the posting thread.
