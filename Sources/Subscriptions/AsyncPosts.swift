@@ -147,7 +147,8 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
     /// - Precondition: not called before on this sequence (or a copy of it). Each call of
     ///   ``PostCenter/posts(_:bufferingPolicy:)-(String,_)`` makes a sequence for one loop.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(_consumer: _PostsConsumer(buffer: _source.buffer, token: _source.takeToken()))
+        let (buffer, token) = _source.take()
+        return Iterator(_consumer: _PostsConsumer(buffer: buffer, token: token))
     }
 
     /// The iterator of a ``Posts`` sequence: yields buffered posts, then waits for new ones.
@@ -181,31 +182,29 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
     }
 }
 
-/// What a ``Posts`` value shares among its copies: the buffer, and the subscription until an
-/// iterator takes it.
+/// What a ``Posts`` value shares among its copies: the buffer and the subscription, until the
+/// one iterator takes them. Afterwards a sequence value holds nothing, so a copy kept alive after
+/// the loop keeps neither the subscription nor the posts still buffered.
 final class _PostsSource<Element: Sendable>: Sendable {
-    let buffer: _PostsBuffer<Element>
-    /// The subscription until `makeAsyncIterator()` takes it; `nil` afterwards.
-    private let token: Mutex<Subscription?>
+    private let parts: Mutex<(buffer: _PostsBuffer<Element>, token: Subscription)?>
 
     init(buffer: _PostsBuffer<Element>, token: Subscription) {
-        self.buffer = buffer
-        self.token = Mutex(token)
+        self.parts = Mutex((buffer, token))
     }
 
-    /// Hands the subscription to the one iterator; traps on a second call.
-    func takeToken() -> Subscription {
-        guard let token = token.withLock({ $0.take() }) else {
+    /// Hands the buffer and the subscription to the one iterator; traps on a second call.
+    func take() -> (buffer: _PostsBuffer<Element>, token: Subscription) {
+        guard let parts = parts.withLock({ $0.take() }) else {
             preconditionFailure(
                 "Posts: makeAsyncIterator() was called twice on the same sequence. A Posts sequence has a "
                     + "single consumer: call center.posts(_:) once for each loop that should receive the posts.")
         }
-        return token
+        return parts
     }
 
     deinit {
         // Never iterated: the last copy of the sequence ends the subscription.
-        token.withLock { $0.take() }?.cancel()
+        parts.withLock { $0.take() }?.token.cancel()
     }
 }
 

@@ -16,9 +16,12 @@ extension NotificationCenter {
     /// - Parameters:
     ///   - name: The notification name to observe.
     ///   - object: Only notifications posted with this sender are delivered; `nil` for every
-    ///     sender. Matched by Foundation exactly as `addObserver(forName:object:queue:using:)` does.
+    ///     sender. Matched by Foundation exactly as `addObserver(forName:object:queue:using:)`
+    ///     does (swift-corelibs-foundation keeps `object` alive until the observer is removed,
+    ///     that is until the token is cancelled or deinitialised).
     ///   - queue: Where the handler runs: `nil` for the posting thread, before `post` returns;
-    ///     otherwise asynchronously on the operation queue.
+    ///     otherwise on that operation queue, scheduled by Foundation (swift-corelibs-foundation
+    ///     makes `post` wait until the queue has run it).
     ///   - handler: Called with each notification. Held until the token is cancelled or
     ///     deinitialised, then released.
     /// - Returns: The token that keeps the observer registered.
