@@ -306,6 +306,41 @@ private func take<Element>(_ count: Int, from iterator: inout Posts<Element>.Ite
         #expect(await consumer.value == 3)
     }
 
+    @Test(arguments: [
+        PostsBufferingPolicy.unbounded, .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
+        .bufferingNewest(4), .bufferingNewest(5), .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(5),
+    ])
+    func bufferMatchesAModelOfItsPolicyAcrossWrapAround(policy: PostsBufferingPolicy) async {
+        let center = PostCenter()
+        let numbers = center.posts(number, bufferingPolicy: policy)
+        var iterator = numbers.makeAsyncIterator()
+        var model: [Int] = []
+        var seed: UInt64 = 42
+        func random(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(seed >> 33) % bound
+        }
+        var next = 0
+        for _ in 0..<500 {
+            for _ in 0..<random(8) {
+                next += 1
+                center.post(number, next)
+                switch policy {
+                case .unbounded: model.append(next)
+                case .bufferingNewest(let limit):
+                    model.append(next)
+                    if model.count > limit { model.removeFirst() }
+                case .bufferingOldest(let limit):
+                    if model.count < limit { model.append(next) }
+                }
+            }
+            let amount = random(model.count + 1)  // never more than is buffered: next() never waits
+            let got = await take(amount, from: &iterator)
+            #expect(got == Array(model.prefix(amount)))
+            model.removeFirst(amount)
+        }
+    }
+
     // MARK: Misuse
 
     @Test func iteratingASequenceTwiceTraps() async {
