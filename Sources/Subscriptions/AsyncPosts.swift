@@ -24,7 +24,7 @@ extension PostCenter {
     /// ``subscriptionCount(for:)`` and in the value `post` returns.
     ///
     /// - Parameters:
-    ///   - topic: The topic to listen to. Like ``subscribe(_:delivery:handler:)-(Topic<Payload>,_,_)``,
+    ///   - topic: The topic to listen to. Like a `subscribe(_:delivery:handler:)` of the topic,
     ///     the sequence receives every post of the topic's name whose payload is a `Payload`.
     ///   - bufferingPolicy: What to keep while the consumer is busy. By default the newest 128
     ///     posts: when a 129th arrives before the consumer asks for more, the oldest waiting
@@ -48,7 +48,7 @@ extension PostCenter {
     /// }
     /// ```
     ///
-    /// Behaves like ``posts(_:bufferingPolicy:)-(Topic<Payload>,_)``: the subscription starts now,
+    /// Behaves like the topic variant, `posts(_:bufferingPolicy:)`: the subscription starts now,
     /// posts are yielded in post order, and it ends with the loop, with the iterating task's
     /// cancellation, or when the sequence is dropped unused.
     ///
@@ -84,7 +84,7 @@ public enum PostsBufferingPolicy: Sendable, Hashable {
     /// posts already wait, the oldest waiting post is discarded. With a limit of 0, only posts
     /// that find the consumer suspended in `next()` are delivered.
     ///
-    /// The default of ``PostCenter/posts(_:bufferingPolicy:)-(Topic<Payload>,_)`` is
+    /// The default of `PostCenter.posts(_:bufferingPolicy:)` (for names and topics) is
     /// `.bufferingNewest(128)`: a consumer that falls behind sees the latest state, with a gap.
     case bufferingNewest(Int)
     /// Keeps at most `limit` waiting posts, the oldest ones: when `limit` posts already wait,
@@ -107,10 +107,11 @@ public enum PostsBufferingPolicy: Sendable, Hashable {
 
 /// The posts of one name or topic, as an `AsyncSequence` with one consumer.
 ///
-/// Made by ``PostCenter/posts(_:bufferingPolicy:)-(Topic<Payload>,_)`` and
-/// ``PostCenter/posts(_:bufferingPolicy:)-(String,_)``. The subscription is already active when you
-/// hold a `Posts`; iterating it reads what was buffered since, then waits for new posts. The
-/// sequence never finishes by itself: it ends when the loop is left or its task is cancelled.
+/// Made by `center.posts(topic)` (yielding payloads) and `center.posts(name)` (yielding
+/// ``PostObject``s), or their static shorthands on `PostCenter`. The subscription is already
+/// active when you hold a `Posts`; iterating it reads what was buffered since, then waits for new
+/// posts. The sequence never finishes by itself: it ends when the loop is left or its task is
+/// cancelled.
 ///
 /// ```swift
 /// let logins = center.posts(.login)          // subscribed from here on
@@ -145,7 +146,7 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
     /// Creates the one iterator of this sequence and hands it the subscription.
     ///
     /// - Precondition: not called before on this sequence (or a copy of it). Each call of
-    ///   ``PostCenter/posts(_:bufferingPolicy:)-(String,_)`` makes a sequence for one loop.
+    ///   `center.posts(_:bufferingPolicy:)` makes a sequence for one loop.
     public func makeAsyncIterator() -> Iterator {
         let (buffer, token) = _source.take()
         return Iterator(_consumer: _PostsConsumer(buffer: buffer, token: token))

@@ -11,6 +11,8 @@
 ///
 /// Static and instance methods share their names without ambiguity: `PostCenter.post(…)` (on the
 /// type) always means the default center, `center.post(…)` (on a value) always means `center`.
+/// Inside your own `extension PostCenter`, an unqualified `post(…)` means `self` in an instance
+/// method and the default center in a static one.
 /// Prefer an injected `PostCenter` in code you want to test in isolation; the statics suit app
 /// code and scripts that use one process-wide center.
 extension PostCenter {
@@ -18,8 +20,7 @@ extension PostCenter {
 
     /// Subscribes `handler` to every post of `name` on ``default``.
     ///
-    /// Same as `PostCenter.default.subscribe(name, delivery: delivery, handler: handler)`; see
-    /// ``subscribe(_:delivery:handler:)-(String,_,_)``.
+    /// Same as `PostCenter.default.subscribe(name, delivery: delivery, handler: handler)`.
     ///
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     public static func subscribe(
@@ -32,7 +33,7 @@ extension PostCenter {
     /// Registers `observer` for `name` on ``default``, selector style, holding it weakly.
     ///
     /// Same as `PostCenter.default.register(name, observer: observer, delivery: delivery,
-    /// selector: selector)`; see ``register(_:observer:delivery:selector:)-(String,_,_,_)``.
+    /// selector: selector)`.
     ///
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     public static func register<Observer: AnyObject>(
@@ -59,8 +60,8 @@ extension PostCenter {
         PostCenter.default.post(name, flag: flag, data: data)
     }
 
-    /// The posts of `name` on ``default`` as a single-consumer asynchronous sequence; see
-    /// ``posts(_:bufferingPolicy:)-(String,_)``.
+    /// The posts of `name` on ``default`` as a single-consumer asynchronous sequence of
+    /// envelopes; same as `PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)`.
     public static func posts(
         _ name: String, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
     ) -> Posts<PostObject> {
@@ -97,8 +98,8 @@ extension PostCenter {
         PostCenter.default.post(topic, payload)
     }
 
-    /// The posts of `topic` on ``default`` as a single-consumer asynchronous sequence; see
-    /// ``posts(_:bufferingPolicy:)-(Topic<Payload>,_)``.
+    /// The posts of `topic` on ``default`` as a single-consumer asynchronous sequence of
+    /// payloads; same as `PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)`.
     public static func posts<Payload: Sendable>(
         _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
     ) -> Posts<Payload> {
