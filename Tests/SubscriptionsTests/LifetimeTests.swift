@@ -207,11 +207,11 @@ struct LifetimeTests {
         // the delivery ends (where the engine's block may still reference the entry), the
         // handler cancels another subscription V of the name: V's captures are released when
         // the queued call ends, on the queue's thread, and V's capture deinit waits there until
-        // the test has checked (a 1 s timeout only guards against a deadlock).
+        // the test has checked (a 5 s timeout only guards against a deadlock).
         final class Holder: Sendable {
             let checked: DispatchSemaphore
             init(_ checked: DispatchSemaphore) { self.checked = checked }
-            deinit { _ = checked.wait(timeout: .now() + 1) }
+            deinit { _ = checked.wait(timeout: .now() + 5) }
         }
         let center = PostCenter()
         let queue = makeSerialQueue("lifetime.running")
