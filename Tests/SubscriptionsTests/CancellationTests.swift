@@ -246,8 +246,10 @@ struct CancellationTests {
         // Each thread is inside its own subscription's handler (same name) when both cancel
         // themselves. Each cancel must return at once; waiting for the other thread's delivery
         // deadlocks both. Runs in a child process with a watchdog, so a deadlock fails this test
-        // instead of hanging the run.
-        await #expect(processExitsWith: .success) {
+        // (exit code 2) instead of hanging the run. Success is exit code 42, not 0, so that a
+        // ThreadSanitizer run (which turns a zero status into 66 when it reported anything,
+        // including its false positives on `Mutex`) still tells the two outcomes apart.
+        await #expect(processExitsWith: .exitCode(42)) {
             let watchdog = Thread {
                 sleep(3)
                 exit(2)
@@ -274,7 +276,7 @@ struct CancellationTests {
             let t2 = TestThread { center.post("x", flag: "b") }
             t1.join()
             t2.join()
-            exit(center.subscriptionCount(for: "x") == 0 ? 0 : 3)
+            exit(center.subscriptionCount(for: "x") == 0 ? 42 : 3)
         }
     }
 

@@ -5,31 +5,34 @@ import Synchronization
 
 /// A thread-safe, append-only log of what handlers saw, in the order they appended.
 ///
-/// Handlers run on posting threads and queues; every access goes through one `Mutex`, so the
-/// recorder is `Sendable` without `@unchecked`.
-final class Recorder<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
+/// Handlers run on posting threads and queues, so every access takes `lock`.
+final class Recorder<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: `storage` is only touched while holding `lock`. `NSLock` rather than
+    // `Synchronization.Mutex`: on Linux, ThreadSanitizer does not see `Mutex`'s futex-based
+    // locking and would report every recorder access as a race, hiding real ones.
+    private let lock = NSLock()
+    private var storage: [Value] = []
 
     init() {}
 
     /// Appends `value` at the end of the log.
     func append(_ value: Value) {
-        storage.withLock { $0.append(value) }
+        lock.withLock { storage.append(value) }
     }
 
     /// A snapshot of the log.
     var values: [Value] {
-        storage.withLock { $0 }
+        lock.withLock { storage }
     }
 
     /// How many values were appended.
     var count: Int {
-        storage.withLock { $0.count }
+        lock.withLock { storage.count }
     }
 
     /// Empties the log.
     func reset() {
-        storage.withLock { $0.removeAll() }
+        lock.withLock { storage.removeAll() }
     }
 }
 
@@ -68,14 +71,25 @@ final class Flag: Sendable {
 }
 
 /// A slot for a token that a handler needs to reach (to cancel or pause itself).
-final class TokenSlot: Sendable {
-    private let storage = Mutex<Subscription?>(nil)
+final class TokenSlot: @unchecked Sendable {
+    // @unchecked: `storage` is only touched while holding `lock` (an `NSLock`, which
+    // ThreadSanitizer understands; see `Recorder`).
+    private let lock = NSLock()
+    private var storage: Subscription?
 
     init() {}
 
     var token: Subscription? {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
+        get { lock.withLock { storage } }
+        set {
+            // The old token is released after unlocking: its deinit cancels, which may wait.
+            let old = lock.withLock { () -> Subscription? in
+                let old = storage
+                storage = newValue
+                return old
+            }
+            withExtendedLifetime(old) {}
+        }
     }
 
     /// Cancels the stored token, if any (keeping it stored).
