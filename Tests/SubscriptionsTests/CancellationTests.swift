@@ -252,7 +252,7 @@ struct CancellationTests {
         await #expect(processExitsWith: .exitCode(42)) {
             let watchdog = Thread {
                 sleep(3)
-                exit(2)
+                _exit(2)
             }
             watchdog.start()
             let center = PostCenter()
@@ -276,7 +276,7 @@ struct CancellationTests {
             let t2 = TestThread { center.post("x", flag: "b") }
             t1.join()
             t2.join()
-            exit(center.subscriptionCount(for: "x") == 0 ? 42 : 3)
+            _exit(center.subscriptionCount(for: "x") == 0 ? 42 : 3)
         }
     }
 

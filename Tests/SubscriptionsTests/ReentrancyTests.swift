@@ -59,6 +59,21 @@ struct ReentrancyTests {
         withExtendedLifetime((first, second)) {}
     }
 
+    @Test func deeplyNestedPostsOfTheSameNameAreDeliveredDepthFirst() {
+        let center = PostCenter()
+        let seen = Recorder<String>()
+        let depth = 60
+        let first = center.subscribe(Topic<Int>("deep")) { n in
+            seen.append("a\(n)")
+            if n < depth { center.post(Topic<Int>("deep"), n + 1) }
+        }
+        let second = center.subscribe("deep") { post in seen.append("b\(post.payload(as: Int.self) ?? -1)") }
+        #expect(center.post(Topic<Int>("deep"), 0) == 2)
+        let expected = (0...depth).map { "a\($0)" } + (0...depth).reversed().map { "b\($0)" }
+        #expect(seen.values == expected)
+        withExtendedLifetime((first, second)) {}
+    }
+
     // MARK: Guarantee 5
 
     @Test func subscriptionMadeDuringDeliveryDoesNotReceiveThePostInProgress() {
@@ -175,6 +190,29 @@ struct ReentrancyTests {
         #expect(center.post("x") == 2)
         #expect(seen.values == ["x1", "y", "x3"])
         withExtendedLifetime((first, third, killer)) {}
+    }
+
+    @Test func subscriptionCancelledAfterTheSlotsGrewMidDeliveryIsSkipped() {
+        // Subscribing many during a delivery replaces the slot buffer the delivery is walking;
+        // a later cancellation must still be seen by that delivery.
+        let center = PostCenter()
+        let seen = Recorder<Int>()
+        let made = Recorder<Subscription>()
+        let victim = TokenSlot()
+        let first = center.subscribe("x") { _ in
+            seen.append(1)
+            guard made.count == 0 else { return }
+            for _ in 0..<100 { made.append(center.subscribe("x") { _ in seen.append(100) }) }
+            victim.cancel()
+        }
+        victim.token = center.subscribe("x") { _ in seen.append(2) }
+        let third = center.subscribe("x") { _ in seen.append(3) }
+        #expect(center.post("x") == 2)
+        #expect(seen.values == [1, 3])
+        seen.reset()
+        #expect(center.post("x") == 102)
+        #expect(seen.values == [1, 3] + Array(repeating: 100, count: 100))
+        withExtendedLifetime((first, third, made)) {}
     }
 
     @Test func subscriptionCancelledAfterItsTurnDoesNotChangeThatDelivery() {
