@@ -73,11 +73,19 @@ private final class Screen {
             center.post(loginTopic, user),
             center.subscriptionCount(for: "shape.login"),
         ]
+        let queue = DispatchQueue(label: "shape.main-actor")
+        let queued = center.subscribe(pointTopic, delivery: .queue(queue)) { [closureCalls] _ in
+            closureCalls.increment()
+        }
+        let pointResult = center.post(pointTopic, 1)
+        queue.sync {}
+        queued.cancel()
+        let defaultCount = PostCenter.default.subscriptionCount(for: "shape.nobody")
         token?.pause()
         token?.resume()
         let active = token?.isActive == true
         token?.cancel()
-        return results + [active ? 1 : 0, center.subscriptionCount(for: "shape.login")]
+        return results + [pointResult, defaultCount, active ? 1 : 0, center.subscriptionCount(for: "shape.login")]
     }
 }
 
@@ -118,9 +126,9 @@ struct ShapeTests {
         let results = screen.everyOtherCall(center)
         // Each plain post reaches: the observer, the closure, and (when data is a ShapeUser) the
         // two topic subscribers. The typed post reaches all four.
-        #expect(results == [4, 2, 2, 4, 4, 1, 3])
+        #expect(results == [4, 2, 2, 4, 4, 1, 0, 1, 3])
         #expect(screen.namedCalls == ["a", "b", "", ""])
         #expect(screen.typedCalls == ["ann", "ann"])
-        #expect(screen.closureCalls.count == 3 + 2 + 1)
+        #expect(screen.closureCalls.count == 2 + 1 + 1 + 2 + 1)
     }
 }
