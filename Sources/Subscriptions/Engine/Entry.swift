@@ -151,13 +151,16 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     private func schedule(_ payload: Payload, on queue: DispatchQueue, route: _Route) {
         let box = _UncheckedSendable((payload, route))
         queue.async { [weak self] in
-            var entry: _Slow? = self
-            guard let strong = entry, let ticket = box.value.1._beginQueuedCall(strong) else { return }
-            _ = strong.invoke?(box.value.0)
-            // Drop our reference before unlinking the frame: the canceller's release stays the
-            // last one, so the handler's captures are gone when `cancel()` returns.
-            entry = nil
-            box.value.1._endCall(ticket)
+            _withFrameCell { cell in
+                // One optional binding only, so that `entry = nil` below really drops the
+                // block's reference before the frame unlinks: the canceller's release stays the
+                // last one, and the handler's captures are gone when `cancel()` returns.
+                var entry: _Slow? = self
+                guard let ticket = entry.flatMap({ box.value.1._beginQueuedCall($0, cell) }) else { return }
+                _ = entry?.invoke?(box.value.0)
+                entry = nil
+                box.value.1._endCall(ticket)
+            }
         }
     }
 

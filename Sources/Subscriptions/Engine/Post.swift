@@ -1,3 +1,4 @@
+internal import _SubscriptionsShims
 import Synchronization
 
 /// The center's stripes, reachable without reference counting: `owners` keeps them alive, `base`
@@ -46,11 +47,11 @@ extension PostCenter {
 
     /// Finds the route of `key` and links a frame for a post on it; `nil` when nobody listens.
     @inline(__always)
-    func _beginPost(_ key: _NameKey, _ thread: UInt) -> _PostStart? {
+    func _beginPost(_ key: _NameKey, _ thread: UInt, _ cell: UnsafePointer<_FrameCell>) -> _PostStart? {
         let start = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { routes -> _PostStart? in
                 guard let route = routes.find(key) else { return nil }
-                return route._withUnsafeGuaranteedRef { $0.lockedBeginPost(thread) }
+                return route._withUnsafeGuaranteedRef { $0.lockedBeginPost(thread, cell) }
             }
         }
         if let start, start.outer > 0 { _checkNesting(key, start.outer) }
@@ -80,7 +81,11 @@ extension PostCenter {
     ) -> Int {
         var delivered = 0
         let slots = start.slots
+        let progress = start.cell
         for i in 0..<start.count {
+            // Publish the slot before reading it; see `_Route` ("Progress").
+            progress.pointee.progress.store(i, ordering: .releasing)
+            _subscriptions_compiler_fence()
             let bits = slots[i].load(ordering: .relaxed)
             if bits == 0 { continue }
             _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
@@ -103,8 +108,18 @@ extension PostCenter {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             return _post(key, sender: sender) { object }
         }
+        return _withFrameCell { cell in
+            _postTyped(key, payload, direct: direct, sender: sender, cell)
+        }
+    }
+
+    @inline(__always)
+    func _postTyped<Payload>(
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?,
+        _ cell: UnsafePointer<_FrameCell>
+    ) -> Int {
         let thread = _currentThreadID()
-        guard let start = _beginPost(key, thread) else { return 0 }
+        guard let start = _beginPost(key, thread, cell) else { return 0 }
         var made: PostObject?
         let delivered = _walk(
             start, direct: direct, sender: sender,
@@ -122,15 +137,17 @@ extension PostCenter {
     /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
     @inline(__always)
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
-        let thread = _currentThreadID()
-        guard let start = _beginPost(key, thread) else { return 0 }
-        let object = makeEnvelope()
-        let delivered = _walk(
-            start, direct: ObjectIdentifier(_EnvelopeHandler.self), sender: sender,
-            call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-            envelope: { object })
-        _endPost(start, thread)
-        return delivered
+        _withFrameCell { cell in
+            let thread = _currentThreadID()
+            guard let start = _beginPost(key, thread, cell) else { return 0 }
+            let object = makeEnvelope()
+            let delivered = _walk(
+                start, direct: ObjectIdentifier(_EnvelopeHandler.self), sender: sender,
+                call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+                envelope: { object })
+            _endPost(start, thread)
+            return delivered
+        }
     }
 
     /// How many subscriptions the next post of `key` would reach.
@@ -156,5 +173,17 @@ extension PostCenter {
             withExtendedLifetime(routes) {}
         }
         _stripes.free()
+    }
+}
+
+/// Runs `body` with a `_FrameCell` on the stack: a post's or queued call's published progress,
+/// valid for exactly as long as its frame can be linked.
+@inline(__always)
+func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
+    withUnsafeTemporaryAllocation(of: _FrameCell.self, capacity: 1) { buffer in
+        let cell = buffer.baseAddress.unsafelyUnwrapped
+        cell.initialize(to: _FrameCell())
+        defer { cell.deinitialize(count: 1) }
+        return body(cell)
     }
 }
