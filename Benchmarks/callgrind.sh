@@ -25,8 +25,9 @@ mkdir -p "$out"
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 
 echo "== build (release)" >&2
-swift build -c release --product SubscriptionsBenchmarks --scratch-path "$scratch" >&2
-bin="$(swift build -c release --scratch-path "$scratch" --show-bin-path)/SubscriptionsBenchmarks"
+# DWARF 4 for the C shim: the valgrind of Debian 12 (3.19) cannot read clang's default DWARF 5.
+swift build -c release -Xcc -gdwarf-4 --product SubscriptionsBenchmarks --scratch-path "$scratch" >&2
+bin="$(swift build -c release -Xcc -gdwarf-4 --scratch-path "$scratch" --show-bin-path)/SubscriptionsBenchmarks"
 
 if [ "$#" -gt 0 ]; then
     modes=("$@")
