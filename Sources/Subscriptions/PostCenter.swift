@@ -34,6 +34,8 @@ public final class PostCenter: Sendable {
 
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
+    /// Protocol-keyed observers (see `ProtocolObservers.swift`).
+    let _protocols = _ProtocolRegistry()
 
     /// Creates an empty center.
     ///
