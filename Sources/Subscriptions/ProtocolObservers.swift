@@ -195,12 +195,23 @@ extension PostCenter {
     /// `observer` as an object when it is a class instance, `nil` for a value.
     ///
     /// The check uses the dynamic type: `observer as AnyObject` alone would box a struct into a
-    /// new object on Linux, which the center would then hold weakly and lose at once.
-    @inline(__always)
+    /// new object on Linux, which the center would then hold weakly and lose at once. The object
+    /// found is checked to be of that dynamic type too, because for `P == any Error` the cast
+    /// from a generic `P` boxes the error instead of unwrapping it; that case is unwrapped
+    /// through `any Error`.
     func _classInstance<P>(_ observer: P) -> AnyObject? {
         let value = observer as Any
-        guard type(of: value) is AnyClass else { return nil }
-        return value as AnyObject
+        let dynamicType = type(of: value)
+        guard dynamicType is AnyClass else { return nil }
+        let object = value as AnyObject
+        if ObjectIdentifier(type(of: object)) == ObjectIdentifier(dynamicType) { return object }
+        if let error = observer as? any Error {
+            let unwrapped = error as AnyObject
+            if ObjectIdentifier(type(of: unwrapped)) == ObjectIdentifier(dynamicType) { return unwrapped }
+        }
+        preconditionFailure(
+            "PostCenter: cannot find the \(dynamicType) instance inside a value of type \(P.self); "
+                + "register the object itself, or an existential of a protocol it conforms to.")
     }
 
     /// How many slots the list of `protocolType` uses, live or not (for tests of reclamation).
