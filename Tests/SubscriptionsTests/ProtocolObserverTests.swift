@@ -47,6 +47,12 @@ final class Polite: Greeter {
     func farewell() { log.append("polite:farewell") }
 }
 
+/// Keeps a dead object's memory allocated (an unowned reference), so its address is not reused.
+struct Zombie {
+    unowned let object: AnyObject
+    init(_ object: AnyObject) { self.object = object }
+}
+
 /// A single-threaded call log.
 final class Log {
     var entries: [String] = []
@@ -148,8 +154,18 @@ struct ProtocolObserverTests {
         #expect(life.alive == 1)
         #expect(center.notify(Greeter.self) { $0.greet("hi") } == 1)
         #expect(log.entries == ["a:hi"])
+        #expect(center._protocolSlotCount(for: Greeter.self) == 1, "notify reclaims the dead observer's slot")
         #expect(center.observers(for: Greeter.self).map { ($0 as! Named).name } == ["a"])
-        #expect(center._protocolSlotCount(for: Greeter.self) == 1, "the dead observer's slot is reclaimed")
+    }
+
+    @Test func observersForSkipsAndReclaimsDeallocatedObservers() {
+        let center = PostCenter()
+        let log = Log()
+        let a = Named("a", log)
+        center.addObserver(Named("gone", log), for: Greeter.self)
+        center.addObserver(a, for: Greeter.self)
+        #expect(center.observers(for: Greeter.self).map { ($0 as! Named).name } == ["a"])
+        #expect(center._protocolSlotCount(for: Greeter.self) == 1)
     }
 
     @Test func deadObserversSlotsStayBoundedWithoutAnyNotify() {
@@ -157,13 +173,18 @@ struct ProtocolObserverTests {
         let log = Log()
         let keeper = Named("keeper", log)
         center.addObserver(keeper, for: Greeter.self)
+        // Unowned references keep the dead observers' memory allocated, so no new observer
+        // reuses an address: only the sweep on insertion can find the dead entries.
+        var zombies: [Zombie] = []
         for i in 0..<1_000 {
-            // Each temporary dies right after registering, without being removed or notified.
-            center.addObserver(Named("t\(i)", log), for: Greeter.self)
-        }
+            let temporary = Named("t\(i)", log)
+            center.addObserver(temporary, for: Greeter.self)
+            zombies.append(Zombie(temporary))
+        }  // each temporary died at the end of its iteration, never removed nor notified
         #expect(center._protocolSlotCount(for: Greeter.self) <= 16)
         #expect(center.notify(Greeter.self) { $0.greet("x") } == 1)
         #expect(log.entries == ["keeper:x"])
+        withExtendedLifetime(zombies) {}
     }
 
     @Test func newObserverAtTheAddressOfADeadOneIsRegistered() {
@@ -470,7 +491,7 @@ struct ProtocolObserverTests {
             let expected = o.index % 10 == 0 ? 2 + 2 * (rounds - 1 - o.index) : 1
             return o.own.load(ordering: .relaxed) != expected
         }
-        #expect(wrongOwnCounts.isEmpty)
+        #expect(wrongOwnCounts.count == 0)
         // Every call that notify reported happened, and no other.
         #expect(all.reduce(0) { $0 + $1.total.load(ordering: .relaxed) } == returned.load(ordering: .relaxed))
         // Exactly the kept observers remain, each thread's in its registration order.
