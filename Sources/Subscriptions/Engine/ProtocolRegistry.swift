@@ -44,6 +44,7 @@ final class _ProtocolEntry: @unchecked Sendable {
             withUnsafeBytes(of: observer) { bytes in
                 image.copyMemory(from: bytes.baseAddress.unsafelyUnwrapped, byteCount: size)
             }
+            image.bindMemory(to: P.self, capacity: 1)
             self.image = image
         } else {
             self.image = nil
@@ -55,16 +56,21 @@ final class _ProtocolEntry: @unchecked Sendable {
         image?.deallocate()
     }
 
-    /// The observer as a `P`. `object` must be the strong reference just loaded from `object`,
-    /// kept alive by the caller for as long as the result is used.
+    /// Calls `body` with the observer as a `P`. `object` is the strong reference the caller just
+    /// loaded from `object`; it keeps the observer alive during the call. Returns whether `body`
+    /// was called (always, except when the fallback cast fails).
     @inline(__always)
-    func observer<P>(as type: P.Type, _ object: AnyObject) -> P? {
+    func call<P>(_ object: AnyObject, as type: P.Type, _ body: (P) -> Void) -> Bool {
         if let image {
-            return withExtendedLifetime(object) { image.load(as: P.self) }
+            // Passed borrowed: no copy, so no retain or release of the observer (whose reference
+            // count lives in a side table, because it is weakly referenced: each one is costly).
+            withExtendedLifetime(object) { body(image.assumingMemoryBound(to: P.self).pointee) }
+            return true
         }
-        return object as? P
+        guard let observer = object as? P else { return false }
+        body(observer)
+        return true
     }
-
 }
 
 /// The registrations for one protocol, in registration order. Guarded by the registry's lock.
@@ -217,9 +223,7 @@ final class _ProtocolRegistry: Sendable {
                 dead.append(entry)
                 continue
             }
-            guard let observer = entry.observer(as: P.self, object) else { continue }
-            body(observer)
-            called += 1
+            if entry.call(object, as: P.self, body) { called += 1 }
         }
         if !dead.isEmpty { reclaim(dead, for: key) }
         return called
@@ -236,7 +240,7 @@ final class _ProtocolRegistry: Sendable {
                 dead.append(entry)
                 continue
             }
-            if let observer = entry.observer(as: P.self, object) { result.append(observer) }
+            _ = entry.call(object, as: P.self) { result.append($0) }
         }
         if !dead.isEmpty { reclaim(dead, for: key) }
         return result
