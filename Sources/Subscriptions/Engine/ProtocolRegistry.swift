@@ -62,8 +62,9 @@ final class _ProtocolEntry: @unchecked Sendable {
     @inline(__always)
     func call<P>(_ object: AnyObject, as type: P.Type, _ body: (P) -> Void) -> Bool {
         if let image {
-            // Passed borrowed: no copy, so no retain or release of the observer (whose reference
-            // count lives in a side table, because it is weakly referenced: each one is costly).
+            // The image holds the observer's bits; reading it copies (retains) the observer,
+            // which `object` keeps alive meanwhile. Cheaper than `object as? P` (about 2x in
+            // instructions per call), and no `Optional<P>` is formed.
             withExtendedLifetime(object) { body(image.assumingMemoryBound(to: P.self).pointee) }
             return true
         }
