@@ -24,7 +24,8 @@
 /// - **Order**: observers are called in registration order. Adding an observer that is already
 ///   registered for the protocol does nothing (it keeps its place).
 /// - **Snapshot**: a `notify` calls the observers registered when it started; observers added
-///   during it are not called by it, observers removed during it are not called after removal.
+///   during it are not called by it, observers removed during it are not called after removal
+///   (a call that another thread's `notify` has already begun is not interrupted).
 /// - **Identity**: a protocol is keyed by its type identity, not by its name: two protocols called
 ///   `UserObserver` in different modules or scopes are separate.
 /// - **Threads**: every method is safe from any thread, also from inside a `notify` body (no lock
@@ -40,9 +41,11 @@
 /// the protocol body too; a method that exists only in the extension is not dynamically
 /// dispatched and observers' versions of it would never run.
 ///
-/// **Actors.** `notify` calls observers on the calling thread, synchronously. Observers isolated
-/// to an actor (a `@MainActor` view model, say) must be notified from that actor; the center does
-/// not hop for you.
+/// **Actors.** `notify` calls observers on the calling thread, synchronously, and the center does
+/// not hop. A `@MainActor` class can register itself (through a `@MainActor` protocol, an isolated
+/// conformance such as `extension Screen: @MainActor UserObserver`, or `nonisolated` methods);
+/// observers whose protocol or conformance is isolated to an actor must then be notified from that
+/// actor. The center cannot check this for you.
 extension PostCenter {
     /// Registers `observer` for the protocol `protocolType`, holding it weakly.
     ///
@@ -182,9 +185,12 @@ extension PostCenter {
     }
 
     /// `observer` as an object, or a precondition failure that names its type.
+    ///
+    /// `fatalError` rather than `preconditionFailure`: optimised builds drop the message of the
+    /// latter, and the message is the point.
     func _requireClassInstance<P>(_ observer: P, _ function: StaticString) -> AnyObject {
         guard let object = _classInstance(observer) else {
-            preconditionFailure(
+            fatalError(
                 "PostCenter.\(function): \(type(of: observer as Any)) is not a class, but observers of "
                     + "\(P.self) are held weakly and must be class instances. Make \(type(of: observer as Any)) "
                     + "a class, or register a class instance that forwards the calls to it.")
@@ -209,7 +215,7 @@ extension PostCenter {
             let unwrapped = error as AnyObject
             if ObjectIdentifier(type(of: unwrapped)) == ObjectIdentifier(dynamicType) { return unwrapped }
         }
-        preconditionFailure(
+        fatalError(
             "PostCenter: cannot find the \(dynamicType) instance inside a value of type \(P.self); "
                 + "register the object itself, or an existential of a protocol it conforms to.")
     }

@@ -1,9 +1,8 @@
 import Dispatch
 import Foundation
+import Subscriptions
 import Synchronization
 import Testing
-
-import Subscriptions
 
 /// Engine bugs found while building other features, pinned so that a fix is noticed: each test
 /// wraps the failing expectation in `withKnownIssue`, which starts failing once the bug is fixed.

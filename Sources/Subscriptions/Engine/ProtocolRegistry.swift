@@ -7,9 +7,9 @@ import Synchronization
 /// reference followed by witness tables or type metadata). The image owns nothing: it is only
 /// read (copied, which retains the object) while `object` has been loaded strongly, so it never
 /// outlives the object it points to. This spares `notify` a dynamic cast from `AnyObject` to `P`
-/// for every observer (about four times slower, measured). Representations whose first word is
-/// not the object reference itself (an `any Error` box, for example) get no image and use the
-/// cast instead.
+/// for every observer, which more than doubles the instructions per call (callgrind: 1,278
+/// against 577). Representations whose first word is not the object reference itself (the box
+/// of an `any Error`) get no image and use the cast instead.
 ///
 /// **State.** `state` is written only under the registry's lock and read without it by `notify`,
 /// which checks it right before each call.
