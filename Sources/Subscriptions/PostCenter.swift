@@ -38,6 +38,8 @@ public final class PostCenter: Sendable {
     /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
     let _diagnostics = Mutex<Diagnostics?>(nil)
     let _diagnosing = Atomic<Bool>(false)
+    /// Protocol-keyed observers (see `ProtocolObservers.swift`).
+    let _protocols = _ProtocolRegistry()
 
     /// Creates an empty center.
     ///
