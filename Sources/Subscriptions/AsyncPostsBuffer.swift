@@ -16,7 +16,7 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
     // @unchecked: every `var` is read and written only while holding `lock` (or in `deinit`, when
     // no other reference exists); the elements themselves are `Sendable`.
 
-    private let lock = Mutex<Void>(())
+    private let lock = _Lock<Void>(())
     /// How many posts may wait in the ring; `Int.max` for `.unbounded`.
     private let limit: Int
     /// Whether a full ring makes room by discarding its oldest post (`.bufferingNewest`).

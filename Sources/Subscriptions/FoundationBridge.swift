@@ -60,7 +60,7 @@ extension NotificationCenter {
 /// same lock, removes the Foundation observer, then waits until no other thread is running.
 final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
     // @unchecked: the base class is declared `@unchecked Sendable`; this subclass's own state is
-    // the immutable weak `center` and the `Mutex`-protected `state`, both Sendable.
+    // the immutable weak `center` and the `_Lock`-protected `state`, both Sendable.
 
     typealias Handler = @Sendable (Notification) -> Void
 
@@ -76,11 +76,11 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
     }
 
     weak let center: NotificationCenter?
-    let state: Mutex<State>
+    let state: _Lock<State>
 
     init(center: NotificationCenter, handler: @escaping Handler) {
         self.center = center
-        self.state = Mutex(State(handler: handler))
+        self.state = _Lock(State(handler: handler))
     }
 
     /// Records Foundation's observer token, or removes it at once if the registration was

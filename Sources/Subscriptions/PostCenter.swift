@@ -36,7 +36,7 @@ public final class PostCenter: Sendable {
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
     /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
-    let _diagnostics = Mutex<Diagnostics?>(nil)
+    let _diagnostics = _Lock<Diagnostics?>(nil)
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()

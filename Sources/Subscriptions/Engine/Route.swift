@@ -95,7 +95,7 @@ struct _Garbage {
 /// A lock and the routes whose names hash to it. A center has several stripes so that threads
 /// posting different names rarely meet on a lock.
 final class _Stripe: Sendable {
-    let mutex = Mutex(_NameTable())
+    let mutex = _Lock(_NameTable())
     /// Keeps the lock words of stripes allocated one after another on different cache lines,
     /// so that threads posting names of different stripes do not slow each other down.
     private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
