@@ -13,7 +13,8 @@ let package = Package(
         .library(name: "Subscriptions", targets: ["Subscriptions"])
     ],
     targets: [
-        .target(name: "Subscriptions", swiftSettings: strict),
+        .target(name: "_SubscriptionsShims"),
+        .target(name: "Subscriptions", dependencies: ["_SubscriptionsShims"], swiftSettings: strict),
         .testTarget(name: "SubscriptionsTests", dependencies: ["Subscriptions"], swiftSettings: strict),
         .executableTarget(
             name: "Quickstart", dependencies: ["Subscriptions"], path: "Examples/Quickstart", swiftSettings: strict),

@@ -1,23 +1,63 @@
+// Quickstart: owners hold tokens, posts reach them, and an owner going away ends its subscriptions.
 import Subscriptions
 
-final class User { let name: String; init(name: String) { self.name = name } }
-extension Topic where Payload == User { static let login = Topic("login") }
+final class User {
+    let name: String
+    init(name: String) { self.name = name }
+}
+
+extension Topic where Payload == User {
+    /// A typed name: posting anything but a `User` to it does not compile.
+    static let login = Topic("login")
+}
+
+/// A screen that cares about logins for as long as it exists.
+final class ProfileScreen {
+    let title: String
+    private var tokens = Set<Subscription>()
+
+    init(title: String, center: PostCenter) {
+        self.title = title
+        // Typed topic: the handler receives a `User`.
+        center.subscribe(.login) { [title] user in
+            print("  [\(title)] welcome, \(user.name)")
+        }.store(in: &tokens)
+        // Plain name: the handler receives the envelope.
+        center.subscribe("login") { [title] post in
+            print("  [\(title)] login via \(post.flag.isEmpty ? "password" : post.flag)")
+        }.store(in: &tokens)
+        // Selector style: the center holds `self` weakly and calls the method on it.
+        center.register("logout", observer: self, selector: ProfileScreen.didLogout).store(in: &tokens)
+    }
+
+    func didLogout(_ post: PostObject) {
+        print("  [\(title)] goodbye, \(post.payload(as: User.self)?.name ?? "someone")")
+    }
+
+    deinit { print("  [\(title)] closed: its \(tokens.count) subscriptions end with it") }
+}
 
 let center = PostCenter()
-final class Screen {
-    var tokens = Set<Subscription>()
-    var token: Subscription?
-    init(_ c: PostCenter) {
-        c.subscribe("login") { p in print("plain", p.flag, p.payload(as: User.self)?.name ?? "-") }.store(in: &tokens)
-        c.subscribe(.login) { u in print("typed", u.name) }.store(in: &tokens)
-        token = c.register("login", observer: self, selector: Screen.didLogin)
-    }
-    func didLogin(_ p: PostObject) { print("selector", p.flag) }
-}
-var s: Screen? = Screen(center)
-let u = User(name: "ann")
-print(center.post("login", PostObject(flag: "sso", data: u)))
-print(center.post(.login, u))
-print(center.subscriptionCount(for: "login"))
-s = nil
-print(center.post(.login, u), center.subscriptionCount(for: "login"))
+let ada = User(name: "Ada")
+
+print("1. Two screens are open.")
+var home: ProfileScreen? = ProfileScreen(title: "home", center: center)
+let settings = ProfileScreen(title: "settings", center: center)
+print("   subscriptions of \"login\": \(center.subscriptionCount(for: "login"))")
+
+print("2. A typed post reaches typed and plain subscribers, in subscription order.")
+var reached = center.post(.login, ada)
+print("   post(.login) reached \(reached) handlers")
+
+print("3. A plain post with an envelope: a flag and weakly held data.")
+reached = center.post("login", PostObject(flag: "sso", data: ada))
+print("   post(\"login\") reached \(reached) handlers")
+
+print("4. The home screen goes away; its tokens go with it.")
+home = nil
+print("   subscriptions of \"login\": \(center.subscriptionCount(for: "login"))")
+
+print("5. Later posts reach only the screen that is still open.")
+reached = center.post("logout", data: ada)
+print("   post(\"logout\") reached \(reached) handler")
+withExtendedLifetime(settings) {}

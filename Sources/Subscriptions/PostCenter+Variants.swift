@@ -14,7 +14,7 @@ extension PostCenter {
         _ name: String, delivery: Delivery = .immediate,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, once: true, handler), to: _NameKey(name))
+        _add(_makeEnvelopeEntry(delivery._executor, once: true, handler), to: _NameKey(name))
     }
 
     /// Subscribes `handler` to the next post of `topic` whose payload is a `Payload` only.
@@ -39,7 +39,7 @@ extension PostCenter {
         _ name: String, from sender: AnyObject, delivery: Delivery = .immediate,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, sender: sender, handler), to: _NameKey(name))
+        _add(_makeEnvelopeEntry(delivery._executor, sender: sender, handler), to: _NameKey(name))
     }
 
     /// Subscribes `handler` to the posts of `topic` made `from: sender` (held weakly).
@@ -56,7 +56,7 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject) -> Int {
-        _post(_NameKey(name), object, envelope: object, direct: _plainDirect, sender: sender)
+        _post(_NameKey(name), sender: sender) { object }
     }
 
     /// Posts `payload` to `topic` on behalf of `sender`.
@@ -65,7 +65,7 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _post(topic._key, payload, envelope: nil, direct: topic._direct, sender: sender)
+        _post(topic._key, payload, direct: topic._direct, sender: sender)
     }
 
     // MARK: Main actor

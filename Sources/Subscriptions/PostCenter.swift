@@ -36,8 +36,10 @@ public final class PostCenter: Sendable {
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
     /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
-    let _diagnostics = Mutex<Diagnostics?>(nil)
+    let _diagnostics = _Lock<Diagnostics?>(nil)
     let _diagnosing = Atomic<Bool>(false)
+    /// Protocol-keyed observers (see `ProtocolObservers.swift`).
+    let _protocols = _ProtocolRegistry()
 
     /// Creates an empty center.
     ///
@@ -65,7 +67,7 @@ public final class PostCenter: Sendable {
         _ name: String, delivery: Delivery = .immediate,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, handler), to: _NameKey(name))
+        _add(_makeEnvelopeEntry(delivery._executor, handler), to: _NameKey(name))
     }
 
     /// Registers `observer` for `name`, selector style: each post calls
@@ -95,7 +97,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
-        _post(_NameKey(name), object, envelope: object, direct: _plainDirect)
+        _post(_NameKey(name), sender: nil) { object }
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -103,8 +105,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
-        let object = PostObject(flag: flag, data: data)
-        return _post(_NameKey(name), object, envelope: object, direct: _plainDirect)
+        _post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }
     }
 
     // MARK: Typed topics
@@ -138,7 +139,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _post(topic._key, payload, envelope: nil, direct: topic._direct)
+        _post(topic._key, payload, direct: topic._direct, sender: nil)
     }
 
     // MARK: Introspection
@@ -161,6 +162,16 @@ public final class PostCenter: Sendable {
             handler(payload)
             return true
         }
+    }
+
+    /// The entry for a plain-name handler: the direct-call `_EnvelopeHandler` when there is no
+    /// option.
+    func _makeEnvelopeEntry(
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ handler: @escaping (PostObject) -> Void
+    ) -> _Entry {
+        if case .immediate = executor, !once, sender == nil { return _EnvelopeHandler(handler) }
+        return _makeEntry(executor, once: once, sender: sender, handler)
     }
 
     /// The entry for a selector registration: the observer is held weakly, by the entry and by

@@ -40,6 +40,11 @@ class _Entry: @unchecked Sendable {
     /// observer: the strong reference is appended to `keep`, so that the caller releases it after
     /// unlocking (an observer's deinit is user code and must never run under a lock).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
+
+    /// Lets go of the handler closure now, even if something else still holds the entry (a
+    /// queued delivery that has not started yet keeps a reference). Called by the canceller once
+    /// no frame can be running the handler any more.
+    func releaseHandler() {}
 }
 
 /// The hot path: a handler that runs on the posting thread, with no options. A post whose
@@ -59,6 +64,22 @@ final class _Handler<Payload>: _Entry, @unchecked Sendable {
     }
 }
 
+/// The hot path of plain names: `_Handler` for envelopes, stored at the closure's own type.
+/// (A `(PostObject) -> Void` stored as a generic `(Payload) -> Void` would need a
+/// reabstraction thunk: one more allocation per subscription and one more call per delivery.)
+final class _EnvelopeHandler: _Entry, @unchecked Sendable {
+    let handler: (PostObject) -> Void
+
+    init(_ handler: @escaping (PostObject) -> Void) {
+        self.handler = handler
+    }
+
+    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
+        handler(post)
+        return true
+    }
+}
+
 /// How a `_Slow` entry runs its handler.
 enum _Executor {
     /// On the posting thread.
@@ -73,8 +94,10 @@ enum _Executor {
 /// or a weakly held observer (selector style). Bigger than `_Handler` and reached through a
 /// virtual call, which is fine: the option's own cost (a dispatch, a weak load) dominates.
 final class _Slow<Payload>: _Entry, @unchecked Sendable {
-    /// Calls the user's handler or selector; `false` when the observer is gone.
-    let invoke: (Payload) -> Bool
+    /// Calls the user's handler or selector; `false` when the observer is gone. Cleared by
+    /// `releaseHandler()` once cancelled: read only inside a frame after checking the state,
+    /// written only after the canceller's wait, so the two never overlap.
+    @exclusivity(unchecked) var invoke: ((Payload) -> Bool)?
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
@@ -111,9 +134,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         }
         switch executor {
         case .immediate:
-            return invoke(payload)
+            return invoke?(payload) ?? false
         case .mainActor where _isOnMainActor():
-            return invoke(payload)
+            return invoke?(payload) ?? false
         case .mainActor:
             schedule(payload, on: .main, route: route)
             return true
@@ -128,14 +151,21 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     private func schedule(_ payload: Payload, on queue: DispatchQueue, route: _Route) {
         let box = _UncheckedSendable((payload, route))
         queue.async { [weak self] in
-            var entry: _Slow? = self
-            guard let strong = entry, let ticket = box.value.1._beginQueuedCall(strong) else { return }
-            _ = strong.invoke(box.value.0)
-            // Drop our reference before unlinking the frame: the canceller's release stays the
-            // last one, so the handler's captures are gone when `cancel()` returns.
-            entry = nil
-            box.value.1._endCall(ticket)
+            _withFrameCell { cell in
+                // One optional binding only, so that `entry = nil` below really drops the
+                // block's reference before the frame unlinks: the canceller's release stays the
+                // last one, and the handler's captures are gone when `cancel()` returns.
+                var entry: _Slow? = self
+                guard let ticket = entry.flatMap({ box.value.1._beginQueuedCall($0, cell) }) else { return }
+                _ = entry?.invoke?(box.value.0)
+                entry = nil
+                box.value.1._endCall(ticket)
+            }
         }
+    }
+
+    override func releaseHandler() {
+        invoke = nil
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {

@@ -15,29 +15,28 @@ struct _NameKey: Sendable {
 @inline(__always)
 func _hashName(_ name: String) -> UInt {
     var name = name
-    var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: name.utf8.count)
-    name.withUTF8 { bytes in
-        guard let base = bytes.baseAddress else { return }
+    let h = name.withUTF8 { bytes -> UInt64 in
+        let count = bytes.count
+        var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: count)
+        guard let base = bytes.baseAddress else { return h }
         let raw = UnsafeRawPointer(base)
         var i = 0
-        while i + 8 <= bytes.count {
+        while i &+ 8 <= count {
             h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
-            h ^= h >> 29
-            i += 8
+            h ^= h &>> 29
+            i &+= 8
         }
-        var tail: UInt64 = 0
-        var shift: UInt64 = 0
-        while i < bytes.count {
-            tail |= UInt64(bytes[i]) << shift
-            shift += 8
-            i += 1
+        if i < count {
+            var tail: UInt64 = 0
+            withUnsafeMutableBytes(of: &tail) { $0.baseAddress!.copyMemory(from: raw + i, byteCount: count &- i) }
+            h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
         }
-        h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
+        return h
     }
-    h ^= h >> 32
-    h &*= 0xD6E8_FEB8_6659_FD93
-    h ^= h >> 32
-    return UInt(truncatingIfNeeded: h)
+    var x = h ^ (h &>> 32)
+    x &*= 0xD6E8_FEB8_6659_FD93
+    x ^= x &>> 32
+    return UInt(truncatingIfNeeded: x)
 }
 
 /// An open-addressing (linear probing) table from name to route, guarded by its stripe's lock.

@@ -28,3 +28,49 @@ func _backoff(_ attempt: Int) {
         usleep(UInt32(min(1000, 20 * (attempt - 15))))
     }
 }
+
+#if canImport(Darwin)
+    import Synchronization
+
+    /// The library's lock: `Mutex` (an `os_unfair_lock` on Apple platforms, which
+    /// ThreadSanitizer understands).
+    typealias _Lock<State: ~Copyable> = Mutex<State>
+#else
+    /// The library's lock on Linux: a `pthread_mutex_t` around the guarded state.
+    ///
+    /// Not `Synchronization.Mutex`: on Linux that one is a futex driven by atomics compiled into
+    /// the standard library, which ThreadSanitizer does not see, so every section it guards
+    /// would be reported as a race, in our CI and in the ThreadSanitizer runs of apps that use
+    /// this package. glibc's mutex is intercepted by ThreadSanitizer and, uncontended, costs
+    /// about as much.
+    struct _Lock<State: ~Copyable>: ~Copyable, @unchecked Sendable {
+        // @unchecked: `state` is only reached inside `withLock`, while `mutex` is held; both live
+        // in memory of their own that never moves (a pthread mutex must not be moved).
+        private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        private let state: UnsafeMutablePointer<State>
+
+        init(_ initial: consuming State) {
+            mutex = .allocate(capacity: 1)
+            mutex.initialize(to: pthread_mutex_t())
+            pthread_mutex_init(mutex, nil)
+            state = .allocate(capacity: 1)
+            state.initialize(to: initial)
+        }
+
+        deinit {
+            pthread_mutex_destroy(mutex)
+            mutex.deinitialize(count: 1)
+            mutex.deallocate()
+            state.deinitialize(count: 1)
+            state.deallocate()
+        }
+
+        /// Runs `body` with exclusive access to the state.
+        @inline(__always)
+        borrowing func withLock<Result, E: Error>(_ body: (inout State) throws(E) -> Result) throws(E) -> Result {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&state.pointee)
+        }
+    }
+#endif

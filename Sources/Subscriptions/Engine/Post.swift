@@ -1,3 +1,4 @@
+internal import _SubscriptionsShims
 import Synchronization
 
 /// The center's stripes, reachable without reference counting: `owners` keeps them alive, `base`
@@ -25,9 +26,6 @@ struct _Stripes: @unchecked Sendable {
     }
 }
 
-/// The `_Handler` class that plain posts call directly.
-let _plainDirect = ObjectIdentifier(_Handler<PostObject>.self)
-
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
@@ -47,58 +45,109 @@ extension PostCenter {
         return token
     }
 
-    /// The hot path shared by plain and typed posts.
-    ///
-    /// Entries whose class is `direct` (immediate `_Handler<Payload>`, exactly this payload type)
-    /// are called directly: no cast, no virtual call, no reference counting. Every other entry
-    /// gets an envelope (the given one, or one made once per post for a typed payload) through
-    /// its `deliver` method, which casts as needed.
+    /// Finds the route of `key` and links a frame for a post on it; `nil` when nobody listens.
     @inline(__always)
-    func _post<Payload>(
-        _ key: _NameKey, _ payload: Payload, envelope: PostObject?, direct: ObjectIdentifier,
-        sender: AnyObject? = nil
-    ) -> Int {
-        let thread = _currentThreadID()
+    func _beginPost(_ key: _NameKey, _ thread: UInt, _ cell: UnsafePointer<_FrameCell>) -> _PostStart? {
         let start = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { routes -> _PostStart? in
                 guard let route = routes.find(key) else { return nil }
-                return route._withUnsafeGuaranteedRef { $0.lockedBeginPost(thread) }
+                return route._withUnsafeGuaranteedRef { $0.lockedBeginPost(thread, cell) }
             }
         }
-        guard let start else { return 0 }
-        if start.outer > 0 { _checkNesting(key, start.outer) }
+        if let start, start.outer > 0 { _checkNesting(key, start.outer) }
+        return start
+    }
 
-        var envelope = envelope
-        var delivered = 0
-        let slots = start.slots
-        for i in 0..<start.count {
-            let bits = slots[i].load(ordering: .relaxed)
-            if bits == 0 { continue }
-            _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
-                guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
-                if ObjectIdentifier(type(of: entry)) == direct {
-                    unsafeDowncast(entry, to: _Handler<Payload>.self).handler(payload)
-                    delivered += 1
-                } else {
-                    let post: PostObject
-                    if let envelope {
-                        post = envelope
-                    } else {
-                        post = PostObject(_typed: payload)
-                        envelope = post
-                    }
-                    if entry.deliver(post, sender: sender, route: start.route.takeUnretainedValue()) { delivered += 1 }
-                }
-            }
-        }
-
+    /// Unlinks the post's frame and releases what the route let go of meanwhile.
+    @inline(__always)
+    func _endPost(_ start: _PostStart, _ thread: UInt) {
         let garbage = start.route._withUnsafeGuaranteedRef { route in
             route.stripe.mutex.withLock { routes in
                 route.lockedEndPost(start.ticket, thread, &routes)
             }
         }
-        withExtendedLifetime(garbage) {}
+        garbage?.dispose()
+    }
+
+    /// Walks the slots the post saw, without any lock.
+    ///
+    /// Entries whose class is `direct` (an immediate handler of exactly the posted payload type)
+    /// are called through `call`: no cast, no virtual call, no reference counting. Every other
+    /// entry gets the envelope through its `deliver` method, which casts and filters as needed.
+    @inline(__always)
+    func _walk(
+        _ start: _PostStart, direct: ObjectIdentifier, sender: AnyObject?,
+        call: (_Entry) -> Void, envelope: () -> PostObject
+    ) -> Int {
+        var delivered = 0
+        let slots = start.slots
+        let progress = start.cell
+        for i in 0..<start.count {
+            // Publish the slot before reading it; see `_Route` ("Progress").
+            progress.pointee.progress.store(i, ordering: .releasing)
+            _subscriptions_compiler_fence()
+            let bits = slots[i].load(ordering: .relaxed)
+            if bits == 0 { continue }
+            _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
+                guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
+                if ObjectIdentifier(type(of: entry)) == direct {
+                    call(entry)
+                    delivered += 1
+                } else if entry.deliver(envelope(), sender: sender, route: start.route.takeUnretainedValue()) {
+                    delivered += 1
+                }
+            }
+        }
         return delivered
+    }
+
+    /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
+    @inline(__always)
+    func _post<Payload>(_ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?) -> Int {
+        if Payload.self == PostObject.self {
+            let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
+            return _post(key, sender: sender) { object }
+        }
+        return _withFrameCell { cell in
+            _postTyped(key, payload, direct: direct, sender: sender, cell)
+        }
+    }
+
+    @inline(__always)
+    func _postTyped<Payload>(
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?,
+        _ cell: UnsafePointer<_FrameCell>
+    ) -> Int {
+        let thread = _currentThreadID()
+        guard let start = _beginPost(key, thread, cell) else { return 0 }
+        var made: PostObject?
+        let delivered = _walk(
+            start, direct: direct, sender: sender,
+            call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+            envelope: {
+                if let made { return made }
+                let object = PostObject(_typed: payload)
+                made = object
+                return object
+            })
+        _endPost(start, thread)
+        return delivered
+    }
+
+    /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
+    @inline(__always)
+    func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
+        _withFrameCell { cell in
+            let thread = _currentThreadID()
+            guard let start = _beginPost(key, thread, cell) else { return 0 }
+            let object = makeEnvelope()
+            let delivered = _walk(
+                start, direct: ObjectIdentifier(_EnvelopeHandler.self), sender: sender,
+                call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+                envelope: { object })
+            _endPost(start, thread)
+            return delivered
+        }
     }
 
     /// How many subscriptions the next post of `key` would reach.
@@ -124,5 +173,17 @@ extension PostCenter {
             withExtendedLifetime(routes) {}
         }
         _stripes.free()
+    }
+}
+
+/// Runs `body` with a `_FrameCell` on the stack: a post's or queued call's published progress,
+/// valid for exactly as long as its frame can be linked.
+@inline(__always)
+func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
+    withUnsafeTemporaryAllocation(of: _FrameCell.self, capacity: 1) { buffer in
+        let cell = buffer.baseAddress.unsafelyUnwrapped
+        cell.initialize(to: _FrameCell())
+        defer { cell.deinitialize(count: 1) }
+        return body(cell)
     }
 }

@@ -1,13 +1,70 @@
+internal import _SubscriptionsShims
 import Synchronization
 
-/// One delivery in progress on a route: which post (by ticket, in start order) on which thread.
+/// What a delivery in progress publishes about itself, in memory owned by the delivering thread
+/// (its stack) for as long as its frame is linked.
+struct _FrameCell: ~Copyable {
+    /// For a post: the index of the slot it is at (stored before the slot is read, so a value
+    /// past an index means that slot's call has returned); -1 before the first.
+    let progress = Atomic<Int>(-1)
+    /// For a queued or main-actor call: the address bits of the one entry it calls; 0 for posts.
+    let target = Atomic<UInt>(0)
+}
+
+/// One delivery in progress on a route: which post (by ticket, in start order) on which thread,
+/// how many slots it walks, and where it publishes its progress.
 struct _Frame {
     var ticket: UInt64
     var thread: UInt
+    var count: Int
+    var cell: UnsafePointer<_FrameCell>
+
+    /// Whether this frame may still read or call the entry that was at `index` (with address
+    /// `bits`) when it was cancelled. `precise` says a process-wide fence ran after the
+    /// cancellation: then a post that has not reached `index` yet is sure to read the zeroed slot
+    /// and the cancelled state, and only one that is at `index` counts; without the fence, one
+    /// that has not passed `index` counts too.
+    func mayReach(_ index: UInt32, _ bits: UInt, precise: Bool) -> Bool {
+        let target = cell.pointee.target.load(ordering: .relaxed)
+        if target != 0 { return target == bits }
+        if index == _Entry.detached { return true }  // a fired one-shot: its slot is gone
+        let i = Int(index)
+        if i >= count { return false }
+        let at = cell.pointee.progress.load(ordering: .acquiring)
+        return precise ? at == i : at <= i
+    }
+}
+
+/// A cancelled entry that frames linked before its cancellation (`mark`) may still reach; it is
+/// released once none may.
+struct _Deferred {
+    let mark: UInt64
+    let index: UInt32
+    let bits: UInt
+    let entry: _Entry
+    var precise: Bool
+    /// While its canceller is still inside `cancel()`, only the canceller releases it, so that
+    /// the release happens before `cancel()` returns (not on some other thread a bit later).
+    var claimed: Bool
+}
+
+/// How `cancel()` proceeds once the entry is marked: whether other threads had deliveries in
+/// progress, and whether it must wait for them (not when it runs inside the handler itself).
+struct _CancelPlan {
+    var garbage = _Garbage()
+    var mark: UInt64 = 0
+    var index: UInt32 = 0
+    var bits: UInt = 0
+    var othersInFlight = false
+    var wait = false
+    /// The entry was parked in `deferred` (deliveries were in progress).
+    var deferred = false
 }
 
 /// What a post reads from its route under the lock before it walks the slots without it.
-struct _PostStart {
+struct _PostStart: @unchecked Sendable {
+    // @unchecked: it only carries addresses out of the lock to the thread that linked the frame,
+    // which is the only one to use them; the route protocol keeps them valid while it is linked.
     /// The route stays alive while the post's frame is linked (routes leave their table only
     /// when no frame is linked), so the post does not retain it.
     let route: Unmanaged<_Route>
@@ -16,6 +73,8 @@ struct _PostStart {
     let ticket: UInt64
     /// Frames the posting thread already had on this route: the re-entrant nesting depth.
     let outer: Int
+    /// Where the post publishes which slot it is at.
+    let cell: UnsafePointer<_FrameCell>
 }
 
 /// Objects a locked operation let go of. They are released by the caller after unlocking,
@@ -24,12 +83,23 @@ struct _Garbage {
     var entry: _Entry? = nil
     var entries: [_Entry] = []
     var route: _Route? = nil
+
+    /// Releases the handlers of the cancelled entries (see `_Entry.releaseHandler()`), then
+    /// everything else. Call without any lock held.
+    consuming func dispose() {
+        entry?.releaseHandler()
+        for entry in entries { entry.releaseHandler() }
+    }
 }
 
 /// A lock and the routes whose names hash to it. A center has several stripes so that threads
 /// posting different names rarely meet on a lock.
 final class _Stripe: Sendable {
-    let mutex = Mutex(_NameTable())
+    let mutex = _Lock(_NameTable())
+    /// Keeps the lock words of stripes allocated one after another on different cache lines,
+    /// so that threads posting names of different stripes do not slow each other down.
+    private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 /// The registry of one name.
@@ -43,12 +113,19 @@ final class _Stripe: Sendable {
 /// it touches entries, and unlinks it under the lock when it is done. While any frame is linked,
 /// nothing moves: the slot buffer is never compacted and a replaced buffer is retired, not freed.
 ///
-/// **Cancellation.** Under the lock: mark the entry cancelled, zero its slot. Then wait, without
-/// the lock, until every frame that other threads linked before the cancellation has unlinked;
-/// frames linked later see the zeroed slot or the cancelled state (the lock orders them). Frames
-/// of the cancelling thread itself are not waited for (they may be running the very handler that
-/// cancels); the entry is instead parked in `deferred` until that thread's last frame on this
-/// route unlinks, so no frame of it can dereference a released entry.
+/// **Progress.** A post publishes, per slot, the index it is at (a plain store into its own
+/// `_FrameCell`, then a compiler-only fence, then the slot and state loads); a queued call
+/// publishes the one entry it calls. Posting pays no atomic read-modify-write per handler.
+///
+/// **Cancellation.** Under the lock: mark the entry cancelled, zero its slot (in retired buffers
+/// too). Frames linked later see both (the lock orders them). For frames linked earlier by other
+/// threads, the canceller runs a process-wide fence (Linux `membarrier`): afterwards a post that
+/// has not reached the slot is sure to read it zeroed, so only a post that is *at* the slot (or a
+/// queued call of the entry) may still be calling the handler, and `cancel()` waits for exactly
+/// those. Where no such fence exists, it also waits for posts that have not passed the slot yet.
+/// A canceller that is itself inside the handler (at any depth) does not wait at all. The entry
+/// is parked in `deferred` and released once no frame linked before the cancellation may reach
+/// it, which is at once for a canceller that waited and had no delivery of its own in progress.
 ///
 /// Every mutable property is guarded by `stripe.mutex`.
 final class _Route: _SubscriptionHome, @unchecked Sendable {
@@ -65,7 +142,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @exclusivity(unchecked) var nextTicket: UInt64 = 0
     @exclusivity(unchecked) var frames = _Frames()
     @exclusivity(unchecked) var retired: [(slots: UnsafeMutablePointer<Atomic<UInt>>, capacity: Int)] = []
-    @exclusivity(unchecked) var deferred: [(thread: UInt, entry: _Entry)] = []
+    @exclusivity(unchecked) var deferred: [_Deferred] = []
     /// Set when the center deinitialised: the route is no longer in any table.
     @exclusivity(unchecked) var detached = false
 
@@ -174,12 +251,13 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     /// Links a frame for a post and returns what the post walks.
     @inline(__always)
-    func lockedBeginPost(_ thread: UInt) -> _PostStart {
+    func lockedBeginPost(_ thread: UInt, _ cell: UnsafePointer<_FrameCell>) -> _PostStart {
         let ticket = nextTicket
         nextTicket &+= 1
         let outer = frames.isEmpty ? 0 : frames.count(thread: thread)
-        frames.append(_Frame(ticket: ticket, thread: thread))
-        return _PostStart(route: .passUnretained(self), slots: slots, count: count, ticket: ticket, outer: outer)
+        frames.append(_Frame(ticket: ticket, thread: thread, count: count, cell: cell))
+        return _PostStart(
+            route: .passUnretained(self), slots: slots, count: count, ticket: ticket, outer: outer, cell: cell)
     }
 
     /// Unlinks a frame. Returns what the caller must release after unlocking, `nil` (the common
@@ -195,41 +273,57 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     private func lockedEndPostSlow(_ thread: UInt, _ routes: inout _NameTable) -> _Garbage {
         var garbage = _Garbage()
-        if !deferred.isEmpty && !frames.contains(thread: thread) {
-            deferred.removeAll { item in
-                guard item.thread == thread else { return false }
-                garbage.entries.append(item.entry)
-                return true
-            }
-        }
+        if !deferred.isEmpty { lockedCollectDeferred(into: &garbage) }
         if frames.isEmpty && (live == 0 || tombstones > 0 || !retired.isEmpty) {
             lockedQuiesce(&routes, into: &garbage)
         }
         return garbage
     }
 
-    /// Cancels `token`'s entry. Returns what to release after unlocking (and after waiting), and
-    /// the ticket mark to wait for when other threads have frames linked.
-    func lockedCancel(_ token: Subscription, _ thread: UInt, _ routes: inout _NameTable)
-        -> (garbage: _Garbage, waitBelow: UInt64?)
-    {
-        var garbage = _Garbage()
-        guard let entry = token._entry else { return (garbage, nil) }
+    /// Ends the canceller's claim on its deferred entry: releases it when no linked frame may
+    /// reach it any more, else leaves it to the frame that unlinks last.
+    func lockedSettle(_ plan: _CancelPlan, precise: Bool, into garbage: inout _Garbage) {
+        guard let i = deferred.firstIndex(where: { $0.mark == plan.mark && $0.bits == plan.bits }) else { return }
+        deferred[i].precise = precise
+        deferred[i].claimed = false
+        if !frames.mayReach(deferred[i]) {
+            garbage.entry = deferred.remove(at: i).entry
+        }
+    }
+
+    /// Moves the deferred entries that no linked frame may reach any more into `garbage`.
+    func lockedCollectDeferred(into garbage: inout _Garbage) {
+        deferred.removeAll { item in
+            if item.claimed || frames.mayReach(item) { return false }
+            garbage.entries.append(item.entry)
+            return true
+        }
+    }
+
+    /// Cancels `token`'s entry: marks it, takes it out of the slot array, and either hands it
+    /// back for release (no delivery in progress) or parks it in `deferred`.
+    func lockedCancel(_ token: Subscription, _ thread: UInt, _ routes: inout _NameTable) -> _CancelPlan {
+        var plan = _CancelPlan()
+        guard let entry = token._entry else { return plan }
         token._entry = nil
+        plan.index = entry.index
+        plan.bits = _Route.bits(entry)
         entry.state.store(_Entry.cancelled, ordering: .relaxed)
         lockedDetach(entry)
         if frames.isEmpty {
-            garbage.entry = entry
-            if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &garbage) }
-            return (garbage, nil)
+            plan.garbage.entry = entry
+            if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &plan.garbage) }
+            return plan
         }
-        if frames.contains(thread: thread) {
-            deferred.append((thread, entry))
-        } else {
-            garbage.entry = entry
-        }
-        let othersRunning = frames.containsOther(than: thread, below: .max)
-        return (garbage, othersRunning ? nextTicket : nil)
+        plan.mark = nextTicket
+        plan.deferred = true
+        deferred.append(
+            _Deferred(mark: plan.mark, index: plan.index, bits: plan.bits, entry: entry, precise: false, claimed: true))
+        // Inside the handler itself (at any depth): return at once, never wait.
+        let selfRunning = frames.any { $0.thread == thread && $0.mayReach(plan.index, plan.bits, precise: true) }
+        plan.othersInFlight = frames.any { $0.thread != thread }
+        plan.wait = plan.othersInFlight && !selfRunning
+        return plan
     }
 
     /// Takes `entry` out of the slot array (a tombstone, or a pop of the last slot when no frame
@@ -239,6 +333,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         guard entry.index != _Entry.detached else { return }
         entry.index = _Entry.detached
         slots[i].store(0, ordering: .relaxed)
+        // Posts still walking a replaced buffer must find the slot empty there too.
+        for old in retired where i < old.capacity { old.slots[i].store(0, ordering: .relaxed) }
         live -= 1
         if frames.isEmpty && i == count - 1 {
             count -= 1
@@ -252,9 +348,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         stripe.mutex.withLock { _ in lockedDetach(entry) }
     }
 
-    /// Whether a frame of another thread that started before `mark` is still linked.
-    func lockedOthersRunning(below mark: UInt64, _ thread: UInt) -> Bool {
-        frames.containsOther(than: thread, below: mark)
+    /// Whether a delivery of another thread, linked before `plan.mark`, may still call the entry.
+    func lockedOthersMayCall(_ plan: _CancelPlan, _ thread: UInt, precise: Bool) -> Bool {
+        frames.any { $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise) }
     }
 
     /// How many subscriptions the next post would reach.
@@ -274,12 +370,14 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     // MARK: Queued calls
 
     /// Links a frame for a queued call of `entry`, unless it was cancelled or paused meanwhile.
-    func _beginQueuedCall(_ entry: _Entry) -> UInt64? {
+    /// `cell` must stay valid until `_endCall`.
+    func _beginQueuedCall(_ entry: _Entry, _ cell: UnsafePointer<_FrameCell>) -> UInt64? {
         let thread = _currentThreadID()
+        cell.pointee.target.store(_Route.bits(entry), ordering: .relaxed)
         return stripe.mutex.withLock { _ -> UInt64? in
             let state = entry.state.load(ordering: .relaxed)
             guard !detached, state == _Entry.active || state == _Entry.spent else { return nil }
-            return lockedBeginPost(thread).ticket
+            return lockedBeginPost(thread, cell).ticket
         }
     }
 
@@ -289,25 +387,39 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         let garbage = stripe.mutex.withLock { routes in
             lockedEndPost(ticket, thread, &routes)
         }
-        withExtendedLifetime(garbage) {}
+        garbage?.dispose()
     }
 
     // MARK: Token operations
 
+    /// Cancels `token`'s entry; see `Subscription.cancel()` for the contract and the type's
+    /// comment for the protocol.
     override func _cancel(_ token: Subscription) {
         let thread = _currentThreadID()
-        let (garbage, mark) = stripe.mutex.withLock { routes in
+        var plan = stripe.mutex.withLock { routes in
             lockedCancel(token, thread, &routes)
         }
-        if let mark {
+        var precise = false
+        if plan.othersInFlight {
+            // After this fence every other thread's later loads see the cancelled state and the
+            // zeroed slot, so only a delivery that is *at* the entry can still call it.
+            precise = _subscriptions_process_fence() == 1
             var attempt = 0
-            while stripe.mutex.withLock({ _ in lockedOthersRunning(below: mark, thread) }) {
+            while plan.wait && stripe.mutex.withLock({ _ in lockedOthersMayCall(plan, thread, precise: precise) }) {
                 _backoff(attempt)
                 attempt += 1
             }
         }
-        // Released here, outside the lock and after the wait: the handler's captures go now.
-        withExtendedLifetime(garbage) {}
+        if plan.deferred {
+            plan.garbage = stripe.mutex.withLock { _ in
+                var garbage = _Garbage()
+                lockedSettle(plan, precise: precise, into: &garbage)
+                return garbage
+            }
+        }
+        // Released here, outside the lock and after the wait: the handler's captures go now
+        // (or, when a delivery of this thread may still reach the entry, when that one ends).
+        plan.garbage.dispose()
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
@@ -375,13 +487,13 @@ struct _Frames {
         return n
     }
 
-    func contains(thread: UInt) -> Bool {
-        for i in 0..<count where base[i].thread == thread { return true }
+    func any(_ predicate: (_Frame) -> Bool) -> Bool {
+        for i in 0..<count where predicate(base[i]) { return true }
         return false
     }
 
-    func containsOther(than thread: UInt, below mark: UInt64) -> Bool {
-        for i in 0..<count where base[i].thread != thread && base[i].ticket < mark { return true }
-        return false
+    /// Whether a frame linked before the item's cancellation may still reach its entry.
+    func mayReach(_ item: _Deferred) -> Bool {
+        any { $0.ticket < item.mark && $0.mayReach(item.index, item.bits, precise: item.precise) }
     }
 }

@@ -1,0 +1,96 @@
+import Foundation
+import Subscriptions
+
+/// The tiny modes `Benchmarks/callgrind.sh` runs under `valgrind --tool=callgrind`: set up one
+/// contender, then do `iterations` operations. The script runs each mode twice (with N and with
+/// 0 operations) and divides the difference in instructions by N.
+let callgrindModes: [(name: String, help: String)] = [
+    ("typed1", "typed Topic<Int> post to 1 subscriber"),
+    ("typed10", "typed Topic<Int> post to 10 subscribers"),
+    ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
+    ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
+    ("envelope1", "plain post of a reused PostObject to 1 subscriber"),
+    ("nc1", "NotificationCenter post (object nil) to 1 block observer"),
+    ("ncsender1", "NotificationCenter post (object: sender) to 1 block observer"),
+    ("nc10", "NotificationCenter post (object nil) to 10 block observers"),
+    ("loop1", "bare closure loop over 1 closure"),
+    ("unheard", "plain post (new PostObject) to a name nobody listens to, 1000 other names subscribed"),
+    ("typedunheard", "typed post to a name nobody listens to, 1000 other names subscribed"),
+    ("ncunheard", "NotificationCenter post to a name nobody observes, 1000 other names observed"),
+    ("subcancel", "subscribe + cancel on a name holding 10 subscriptions"),
+    ("subcancel100k", "subscribe + cancel on a name holding 100,000 subscriptions"),
+    ("ncsubcancel", "NotificationCenter addObserver + removeObserver on a name with 10 observers"),
+]
+
+/// Runs one callgrind mode; returns false for an unknown mode.
+func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
+    let counter = Counter.make()
+    let value = postedValue
+    let sender = Sender()
+    let name = "bench.callgrind"
+    let center = PostCenter()
+    let foundation = NotificationCenter()
+    var tokens: [Subscription] = []
+    var observers: [NSObjectProtocol] = []
+    var expected = 0
+    var delivered: Int? = nil
+    switch mode {
+    case "typed1", "typed10":
+        let n = mode == "typed1" ? 1 : 10
+        let topic = Topic<Int>(name)
+        subscribeManyTyped(center, topic, counter, n, into: &tokens)
+        delivered = postTyped(center, topic, value, iterations)
+        expected = iterations * n * value
+    case "plain1", "plainsender1":
+        subscribeMany(center, name, counter, 1, into: &tokens)
+        delivered = postPlain(center, name, mode == "plain1" ? nil : sender, iterations)
+        expected = iterations
+    case "envelope1":
+        subscribeMany(center, name, counter, 1, into: &tokens)
+        delivered = postEnvelope(center, name, PostObject(flag: "", data: nil), iterations)
+        expected = iterations
+    case "nc1", "ncsender1", "nc10":
+        let n = mode == "nc10" ? 10 : 1
+        let notificationName = Notification.Name(name)
+        observeMany(foundation, notificationName, counter, n, into: &observers)
+        postNotification(foundation, notificationName, mode == "ncsender1" ? sender : nil, iterations)
+        expected = iterations * n
+    case "loop1":
+        var closures: [(Int) -> Void] = []
+        appendClosures(counter, 1, into: &closures)
+        delivered = callClosures(closures, value, iterations)
+        expected = iterations * value
+    case "unheard", "typedunheard":
+        for i in 0..<1000 { subscribeMany(center, "bench.busy.\(i)", counter, 1, into: &tokens) }
+        if mode == "unheard" {
+            delivered = postPlain(center, "bench.nobody", nil, iterations)
+        } else {
+            delivered = postTyped(center, Topic<Int>("bench.nobody"), value, iterations)
+        }
+        expected = 0
+    case "ncunheard":
+        for i in 0..<1000 { observeMany(foundation, Notification.Name("bench.busy.\(i)"), counter, 1, into: &observers) }
+        postNotification(foundation, Notification.Name("bench.nobody"), nil, iterations)
+        expected = 0
+    case "subcancel", "subcancel100k":
+        let held = mode == "subcancel" ? 10 : 100_000
+        subscribeMany(center, name, counter, held, into: &tokens)
+        subscribeAndCancel(center, name, counter, iterations)
+        expected = 0
+        precondition(center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
+    case "ncsubcancel":
+        let notificationName = Notification.Name(name)
+        observeMany(foundation, notificationName, counter, 10, into: &observers)
+        observeAndRemove(foundation, notificationName, counter, iterations)
+        expected = 0
+    default:
+        return false
+    }
+    expectCalls(counter.value, expected, "callgrind \(mode)")
+    if let delivered, mode != "loop1" {
+        expectCalls(delivered * (mode.hasPrefix("typed") ? value : 1), expected, "callgrind \(mode) (returned count)")
+    }
+    print("callgrind mode \(mode): \(iterations) operations, \(counter.value) handler increments")
+    withExtendedLifetime((tokens, observers)) {}
+    return true
+}

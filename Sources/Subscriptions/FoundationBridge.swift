@@ -1,0 +1,229 @@
+import Foundation
+import Synchronization
+
+// MARK: NotificationCenter → Subscription
+
+extension NotificationCenter {
+    /// Observes `name` and returns a token that removes the observer when it is cancelled or
+    /// deinitialised, so Foundation notifications get the same auto-removal as ``PostCenter``.
+    ///
+    /// ```swift
+    /// token = NotificationCenter.default.subscribe(to: .NSSystemClockDidChange) { _ in
+    ///     refreshClock()
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: The notification name to observe.
+    ///   - object: Only notifications posted with this sender are delivered; `nil` for every
+    ///     sender. Matched by Foundation exactly as `addObserver(forName:object:queue:using:)`
+    ///     does (swift-corelibs-foundation keeps `object` alive until the observer is removed,
+    ///     that is until the token is cancelled or deinitialised).
+    ///   - queue: Where the handler runs: `nil` for the posting thread, before `post` returns;
+    ///     otherwise on that operation queue, scheduled by Foundation (swift-corelibs-foundation
+    ///     makes `post` wait until the queue has run it).
+    ///   - handler: Called with each notification. Held until the token is cancelled or
+    ///     deinitialised, then released.
+    /// - Returns: The token that keeps the observer registered.
+    ///
+    /// The token's guarantees are those of ``Subscription``, which Foundation alone does not give:
+    /// - When ``Subscription/cancel()`` returns (or the token's deinit ends), the Foundation
+    ///   observer is removed, no handler call is running on another thread, no call starts again
+    ///   (also for notifications already waiting in `queue`), and the handler closure is released.
+    ///   Cancelling from inside the handler returns at once; that call finishes normally.
+    /// - ``Subscription/pause()`` drops notifications until ``Subscription/resume()``; notifications
+    ///   already waiting in `queue` are dropped too when they come up while paused.
+    /// - ``Subscription/isActive`` is `false` once cancelled, while paused, or once the
+    ///   notification center deallocated. The token holds the center weakly.
+    ///
+    /// > Warning: Like every cancellation, `cancel()` waits for a handler call running on another
+    /// > thread. Do not call it while holding a lock that the handler waits for.
+    public func subscribe(
+        to name: Notification.Name, object: AnyObject? = nil, queue: OperationQueue? = nil,
+        handler: @escaping @Sendable (Notification) -> Void
+    ) -> Subscription {
+        let home = _NotificationHome(center: self, handler: handler)
+        let observer = addObserver(forName: name, object: object, queue: queue) { [home] notification in
+            home.deliver(notification)
+        }
+        home.attach(observer)
+        return Subscription(home: home, entry: nil)
+    }
+}
+
+/// The home of one `NotificationCenter` observer token.
+///
+/// Foundation's `removeObserver` stops future deliveries but (on Linux) does not wait for a block
+/// that is already running, and a block already queued on an `OperationQueue` may still run. So
+/// every delivery goes through ``deliver(_:)``: under the lock it checks that the registration is
+/// live and records the calling thread as running; ``_cancel(_:)`` clears the handler under the
+/// same lock, removes the Foundation observer, then waits until no other thread is running.
+final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
+    // @unchecked: the base class is declared `@unchecked Sendable`; this subclass's own state is
+    // the immutable weak `center` and the `_Lock`-protected `state`, both Sendable.
+
+    typealias Handler = @Sendable (Notification) -> Void
+
+    struct State {
+        /// The user's handler; `nil` once cancelled.
+        var handler: Handler?
+        /// Foundation's observer token, until removed. Opaque: only handed back to
+        /// `removeObserver`, which is thread-safe.
+        var observer: _UncheckedSendable<any NSObjectProtocol>?
+        var paused = false
+        /// The threads inside the handler right now (a thread appears once per nested call).
+        var running: [UInt] = []
+    }
+
+    weak let center: NotificationCenter?
+    let state: _Lock<State>
+
+    init(center: NotificationCenter, handler: @escaping Handler) {
+        self.center = center
+        self.state = _Lock(State(handler: handler))
+    }
+
+    /// Records Foundation's observer token, or removes it at once if the registration was
+    /// cancelled in the meantime (cannot happen before the token exists, but costs nothing).
+    func attach(_ observer: any NSObjectProtocol) {
+        let box = _UncheckedSendable(observer)
+        let late = state.withLock { s -> Bool in
+            guard s.handler != nil else { return true }
+            s.observer = box
+            return false
+        }
+        if late { center?.removeObserver(box.value) }
+    }
+
+    /// Runs the handler for one notification, unless cancelled or paused.
+    func deliver(_ notification: Notification) {
+        let thread = _currentThreadID()
+        var handler = state.withLock { s -> Handler? in
+            guard !s.paused, let handler = s.handler else { return nil }
+            s.running.append(thread)
+            return handler
+        }
+        guard handler != nil else { return }
+        handler?(notification)
+        // Release our reference before leaving: a canceller waiting for us then holds the last one.
+        handler = nil
+        state.withLock { s in
+            if let i = s.running.lastIndex(of: thread) { s.running.remove(at: i) }
+        }
+    }
+
+    override func _cancel(_ token: Subscription) {
+        let thread = _currentThreadID()
+        let (handler, observer) = state.withLock { s in
+            let taken = (s.handler, s.observer)
+            s.handler = nil
+            s.observer = nil
+            return taken
+        }
+        // Outside our lock: Foundation takes its own lock, which it may hold while calling us.
+        if let observer { center?.removeObserver(observer.value) }
+        // No call starts from now on (the handler is gone); wait for those already running on
+        // other threads. Calls on this thread are the caller's own stack: waiting would deadlock.
+        var attempt = 0
+        while state.withLock({ s in s.running.contains { $0 != thread } }) {
+            _backoff(attempt)
+            attempt += 1
+        }
+        // The handler and its captures are released here, after the wait and outside the lock.
+        withExtendedLifetime(handler) {}
+    }
+
+    override func _setPaused(_ paused: Bool, _ token: Subscription) {
+        state.withLock { s in
+            if s.handler != nil { s.paused = paused }
+        }
+    }
+
+    override func _isActive(_ token: Subscription) -> Bool {
+        center != nil && state.withLock { s in s.handler != nil && !s.paused }
+    }
+}
+
+// MARK: Notification → PostObject
+
+extension PostObject {
+    /// Reads the envelope back from a Foundation notification whose `object` is a ``PostObject``,
+    /// such as one reposted by ``PostCenter/forward(_:to:)-(String,_)``.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.subscribe(to: Notification.Name("login")) { notification in
+    ///     guard let post = PostObject(notification) else { return }
+    ///     print(post.flag, post.payload(as: User.self) as Any)
+    /// }
+    /// ```
+    ///
+    /// The result is a **copy** of the envelope: the same ``flag``, the same ``data`` object
+    /// (held weakly, like the original: it reads `nil` once the data object deallocated) and,
+    /// for an envelope of a typed post, the same ``payload(as:)`` value. For the original object
+    /// itself, use `notification.object as? PostObject`.
+    ///
+    /// - Parameter notification: A notification whose `object` is a `PostObject`.
+    /// - Returns: `nil` when the notification's object is not a `PostObject` (or is `nil`).
+    public convenience init?(_ notification: Notification) {
+        guard let original = notification.object as? PostObject else { return nil }
+        let data = original.data
+        if data == nil, let value = original.payload(as: Any.self) {
+            // The envelope of a typed post with a value payload (its flag is always empty).
+            self.init(_typed: value)
+        } else {
+            self.init(flag: original.flag, data: data)
+        }
+    }
+}
+
+// MARK: PostCenter → NotificationCenter
+
+extension PostCenter {
+    /// Reposts every post of `name` to a `NotificationCenter`, for code that still listens there.
+    ///
+    /// Each post becomes a `Notification` named `name` whose `object` is the post's
+    /// ``PostObject`` (for a typed post, the envelope the center makes for plain subscribers:
+    /// its ``PostObject/payload(as:)`` returns the value), with no `userInfo`. Read it back with
+    /// ``PostObject/init(_:)``.
+    ///
+    /// ```swift
+    /// let bridge = center.forward("login")          // to NotificationCenter.default
+    /// ```
+    ///
+    /// Forwarding is an ordinary immediate subscription: it runs on the posting thread, in
+    /// subscription order, and `NotificationCenter.post` runs its own observers before returning.
+    /// It counts as one subscriber of the name. Dropping the token stops forwarding.
+    ///
+    /// > Warning: An observer that posts the same name back to this center recurses without end.
+    ///
+    /// - Parameters:
+    ///   - name: The name to forward; also the notification's name.
+    ///   - center: The notification center to post to; held until the token is cancelled.
+    /// - Returns: The token that keeps forwarding alive.
+    public func forward(_ name: String, to center: NotificationCenter = .default) -> Subscription {
+        let notificationName = Notification.Name(name)
+        return self.subscribe(name) { post in
+            center.post(name: notificationName, object: post)
+        }
+    }
+
+    /// Reposts every post of `topic`'s name whose payload is a `Payload` to a `NotificationCenter`.
+    ///
+    /// Forwards exactly the posts a subscriber of `topic` would receive: typed posts of `topic`,
+    /// and plain posts whose ``PostObject/data`` is a `Payload`. The notification is named
+    /// `topic.name` and its `object` is the post's ``PostObject``; for a typed post, its
+    /// ``PostObject/payload(as:)`` returns the value. The forwarder counts as one subscriber of
+    /// the name, in every post of the name (also those it skips).
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to forward.
+    ///   - center: The notification center to post to; held until the token is cancelled.
+    /// - Returns: The token that keeps forwarding alive.
+    public func forward<Payload>(_ topic: Topic<Payload>, to center: NotificationCenter = .default) -> Subscription {
+        let notificationName = Notification.Name(topic.name)
+        return self.subscribe(topic.name) { post in
+            guard post.payload(as: Payload.self) != nil else { return }
+            center.post(name: notificationName, object: post)
+        }
+    }
+}

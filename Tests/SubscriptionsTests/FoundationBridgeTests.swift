@@ -1,0 +1,314 @@
+import Foundation
+import Synchronization
+import Testing
+import Subscriptions
+
+private let ping = Notification.Name("bridge.ping")
+
+/// A thread-safe list of what handlers saw.
+private final class Seen<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
+    func append(_ value: Value) { values.withLock { $0.append(value) } }
+    var all: [Value] { values.withLock { $0 } }
+}
+
+/// Something a handler captures, to prove by a weak reference that the handler was released.
+private final class Captured: Sendable {
+    let calls = Atomic<Int>(0)
+    func hit() { calls.add(1, ordering: .relaxed) }
+    var count: Int { calls.load(ordering: .relaxed) }
+}
+
+private final class Sender: Sendable {}
+
+@Suite struct FoundationBridgeTests {
+    // MARK: NotificationCenter.subscribe(to:)
+
+    @Test func tokenDeliversEveryNotificationOnceInPostOrder() {
+        let center = NotificationCenter()
+        let seen = Seen<Int>()
+        let token = center.subscribe(to: ping) { note in seen.append(note.userInfo?["i"] as? Int ?? 0) }
+        for i in 1...3 { center.post(name: ping, object: nil, userInfo: ["i": i]) }
+        center.post(name: Notification.Name("bridge.other"), object: nil)
+        #expect(seen.all == [1, 2, 3])
+        #expect(token.isActive)
+    }
+
+    @Test func droppingTheTokenRemovesTheObserverAndReleasesTheHandler() {
+        let center = NotificationCenter()
+        weak var weakCaptured: Captured?
+        let captured = Captured()
+        do {
+            let inner = Captured()
+            weakCaptured = inner
+            let token = center.subscribe(to: ping) { _ in
+                inner.hit()
+                captured.hit()
+            }
+            center.post(name: ping, object: nil)
+            #expect(inner.count == 1)
+            withExtendedLifetime(token) {}
+        }
+        #expect(weakCaptured == nil)
+        center.post(name: ping, object: nil)
+        #expect(captured.count == 1)
+    }
+
+    @Test func cancelRemovesTheObserverAndReleasesTheHandlerBeforeReturning() {
+        let center = NotificationCenter()
+        weak var weakCaptured: Captured?
+        let token: Subscription
+        do {
+            let captured = Captured()
+            weakCaptured = captured
+            token = center.subscribe(to: ping) { _ in captured.hit() }
+        }
+        center.post(name: ping, object: nil)
+        #expect(weakCaptured?.count == 1)
+        token.cancel()
+        #expect(weakCaptured == nil)
+        #expect(!token.isActive)
+        center.post(name: ping, object: nil)
+        token.cancel()  // idempotent
+        token.resume()  // does nothing after cancel
+        #expect(!token.isActive)
+    }
+
+    @Test func objectFilterDeliversOnlyThatSendersNotifications() {
+        let center = NotificationCenter()
+        let mine = Sender()
+        let other = Sender()
+        let seen = Seen<Bool>()
+        let token = center.subscribe(to: ping, object: mine) { note in
+            seen.append(note.object as AnyObject? === mine)
+        }
+        center.post(name: ping, object: mine)
+        center.post(name: ping, object: other)
+        center.post(name: ping, object: nil)
+        center.post(name: ping, object: mine)
+        #expect(seen.all == [true, true])
+        withExtendedLifetime(token) {}
+    }
+
+    @Test func pauseDropsNotificationsAndResumeRestoresDelivery() {
+        let center = NotificationCenter()
+        let seen = Seen<Int>()
+        let token = center.subscribe(to: ping) { note in seen.append(note.userInfo?["i"] as? Int ?? 0) }
+        center.post(name: ping, object: nil, userInfo: ["i": 1])
+        token.pause()
+        #expect(!token.isActive)
+        center.post(name: ping, object: nil, userInfo: ["i": 2])
+        token.resume()
+        #expect(token.isActive)
+        center.post(name: ping, object: nil, userInfo: ["i": 3])
+        #expect(seen.all == [1, 3])
+    }
+
+    @Test func handlerRunsOnTheGivenOperationQueue() {
+        let center = NotificationCenter()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let seen = Seen<Bool>()
+        let token = center.subscribe(to: ping, queue: queue) { _ in
+            seen.append(OperationQueue.current === queue)
+        }
+        center.post(name: ping, object: nil)
+        center.post(name: ping, object: nil)
+        queue.waitUntilAllOperationsAreFinished()
+        #expect(seen.all == [true, true])
+        withExtendedLifetime(token) {}
+    }
+
+    @Test func tokenOfADeallocatedCenterIsInactiveAndHarmless() {
+        var center: NotificationCenter? = NotificationCenter()
+        let token = center!.subscribe(to: ping) { _ in }
+        #expect(token.isActive)
+        center = nil
+        #expect(!token.isActive)
+        token.cancel()
+    }
+
+    @Test func cancelInsideTheHandlerReturnsAtOnceAndStopsLaterNotifications() {
+        let center = NotificationCenter()
+        let slot = Mutex<Subscription?>(nil)
+        let captured = Captured()
+        let token = center.subscribe(to: ping) { _ in
+            captured.hit()
+            slot.withLock { $0 }?.cancel()
+        }
+        slot.withLock { $0 = token }
+        center.post(name: ping, object: nil)
+        center.post(name: ping, object: nil)
+        #expect(captured.count == 1)
+        #expect(!token.isActive)
+    }
+
+    @Test func cancelFromAnotherThreadWaitsForRunningHandler() {
+        let center = NotificationCenter()
+        let started = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let cancelling = DispatchSemaphore(value: 0)
+        let cancelled = DispatchSemaphore(value: 0)
+        let cancelReturned = Atomic<Bool>(false)
+        let handlerFinished = Atomic<Bool>(false)
+        let cancelReturnedWhileRunning = Atomic<Bool>(false)
+        let token = center.subscribe(to: ping) { _ in
+            started.signal()
+            gate.wait()
+            for _ in 0..<1_000 { sched_yield() }  // give a wrongly non-waiting cancel time to return
+            if cancelReturned.load(ordering: .sequentiallyConsistent) {
+                cancelReturnedWhileRunning.store(true, ordering: .sequentiallyConsistent)
+            }
+            handlerFinished.store(true, ordering: .sequentiallyConsistent)
+        }
+        Thread.detachNewThread { center.post(name: ping, object: nil) }
+        started.wait()
+        Thread.detachNewThread {
+            cancelling.signal()
+            token.cancel()
+            cancelReturned.store(true, ordering: .sequentiallyConsistent)
+            cancelled.signal()
+        }
+        cancelling.wait()
+        gate.signal()
+        cancelled.wait()
+        let finished = handlerFinished.load(ordering: .sequentiallyConsistent)
+        let returnedEarly = cancelReturnedWhileRunning.load(ordering: .sequentiallyConsistent)
+        #expect(finished)
+        #expect(!returnedEarly)
+    }
+
+    @Test func noHandlerCallStartsAfterCancelReturns() {
+        for _ in 0..<20 {
+            let center = NotificationCenter()
+            let calls = Atomic<Int>(0)
+            let others = Atomic<Int>(0)
+            // Other observers of the name widen the window between Foundation's snapshot of the
+            // observers and the call of ours, where a removed observer is still called.
+            var tokens = (0..<32).map { _ in
+                center.subscribe(to: ping) { _ in others.add(1, ordering: .relaxed) }
+            }
+            let token = center.subscribe(to: ping) { _ in calls.add(1, ordering: .sequentiallyConsistent) }
+            tokens += (0..<32).map { _ in
+                center.subscribe(to: ping) { _ in others.add(1, ordering: .relaxed) }
+            }
+            let done = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                for _ in 0..<300 { center.post(name: ping, object: nil) }
+                done.signal()
+            }
+            var spins = 0
+            while calls.load(ordering: .sequentiallyConsistent) < 20 && spins < 10_000_000 {
+                spins += 1
+                sched_yield()
+            }
+            token.cancel()
+            let atCancel = calls.load(ordering: .sequentiallyConsistent)
+            done.wait()
+            #expect(calls.load(ordering: .sequentiallyConsistent) == atCancel)
+            withExtendedLifetime(tokens) {}
+        }
+    }
+
+    // MARK: PostObject(notification)
+
+    @Test func postObjectFromNotificationCopiesFlagAndData() throws {
+        let data = Sender()
+        let original = PostObject(flag: "sso", data: data)
+        let copy = try #require(PostObject(Notification(name: ping, object: original)))
+        #expect(copy !== original)
+        #expect(copy.flag == "sso")
+        #expect(copy.data === data)
+        #expect(copy.payload(as: Sender.self) === data)
+    }
+
+    @Test func copiedEnvelopeHoldsDataWeaklyLikeTheOriginal() throws {
+        let original: PostObject
+        let copy: PostObject
+        weak var weakData: Sender?
+        do {
+            let data = Sender()
+            weakData = data
+            original = PostObject(flag: "f", data: data)
+            copy = try #require(PostObject(Notification(name: ping, object: original)))
+            #expect(copy.data === data)
+        }
+        #expect(weakData == nil)
+        #expect(copy.data == nil)
+        #expect(copy.flag == "f")
+        withExtendedLifetime(original) {}
+    }
+
+    @Test func notificationWithoutAPostObjectGivesNil() {
+        #expect(PostObject(Notification(name: ping)) == nil)
+        #expect(PostObject(Notification(name: ping, object: Sender())) == nil)
+        #expect(PostObject(Notification(name: ping, object: "text")) == nil)
+    }
+
+    // MARK: PostCenter.forward
+
+    @Test func forwardRepostsEveryPostWithItsEnvelope() throws {
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let seen = Seen<PostObject>()
+        let names = Seen<String>()
+        let observer = center.subscribe(to: Notification.Name("bridge.login")) { note in
+            names.append(note.name.rawValue)
+            if let post = note.object as? PostObject { seen.append(post) }
+        }
+        let forwarding = posts.forward("bridge.login", to: center)
+        let envelope = PostObject(flag: "sso")
+        #expect(posts.post("bridge.login", envelope) == 1)
+        #expect(posts.post("bridge.login", flag: "password") == 1)
+        #expect(posts.post("bridge.other", flag: "ignored") == 0)
+        #expect(names.all == ["bridge.login", "bridge.login"])
+        #expect(seen.all.count == 2)
+        #expect(seen.all.first === envelope)
+        #expect(seen.all.map(\.flag) == ["sso", "password"])
+        withExtendedLifetime((observer, forwarding)) {}
+    }
+
+    @Test func forwardedTypedPostCarriesTheEngineEnvelopeAndRoundTrips() throws {
+        let topic = Topic<Int>("bridge.count")
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let values = Seen<Int>()
+        let observer = center.subscribe(to: Notification.Name(topic.name)) { note in
+            values.append(PostObject(note)?.payload(as: Int.self) ?? -1)
+        }
+        let forwarding = posts.forward(topic, to: center)
+        posts.post(topic, 42)
+        posts.post(Topic<String>(topic.name), "not an Int")  // not a post of the topic: skipped
+        posts.post(topic.name, flag: "no payload")  // neither
+        posts.post(topic, 43)
+        #expect(values.all == [42, 43])
+        withExtendedLifetime((observer, forwarding)) {}
+    }
+
+    @Test func droppingTheForwardTokenStopsForwarding() {
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let captured = Captured()
+        let observer = center.subscribe(to: Notification.Name("bridge.drop")) { _ in captured.hit() }
+        do {
+            let forwarding = posts.forward("bridge.drop", to: center)
+            posts.post("bridge.drop")
+            withExtendedLifetime(forwarding) {}
+        }
+        #expect(posts.subscriptionCount(for: "bridge.drop") == 0)
+        #expect(posts.post("bridge.drop") == 0)
+        #expect(captured.count == 1)
+        withExtendedLifetime(observer) {}
+    }
+
+    @Test func forwardPostsToTheDefaultNotificationCenterByDefault() {
+        let posts = PostCenter()
+        let name = "bridge.default.\(UUID().uuidString)"
+        let captured = Captured()
+        let observer = NotificationCenter.default.subscribe(to: Notification.Name(name)) { _ in captured.hit() }
+        let forwarding = posts.forward(name)
+        posts.post(name, flag: "x")
+        #expect(captured.count == 1)
+        withExtendedLifetime((observer, forwarding)) {}
+    }
+}

@@ -1,0 +1,115 @@
+import Subscriptions
+import Testing
+
+/// Guarantee 1: handlers of a name run in subscription order; a paused then resumed subscription
+/// keeps its place. (Foundation on Linux delivers in hash order, so the tests use many
+/// subscribers: a small count can come out in order by chance.)
+@Suite("Ordering (guarantee 1)")
+struct OrderingTests {
+    @Test func handlersRunInSubscriptionOrder() {
+        let center = PostCenter()
+        let seen = Recorder<Int>()
+        let tokens = (0..<5).map { i in center.subscribe("x") { _ in seen.append(i) } }
+        #expect(center.post("x") == 5)
+        #expect(center.post("x") == 5)
+        #expect(seen.values == Array(0..<5) + Array(0..<5))
+        withExtendedLifetime(tokens) {}
+    }
+
+    @Test func twoHundredSubscribersRunInSubscriptionOrder() {
+        let center = PostCenter()
+        let seen = Recorder<Int>()
+        let tokens = (0..<200).map { i in center.subscribe("many") { _ in seen.append(i) } }
+        #expect(center.post("many") == 200)
+        #expect(seen.values == Array(0..<200))
+        withExtendedLifetime(tokens) {}
+    }
+
+    @Test func orderIsKeptAcrossCancellationChurn() {
+        let center = PostCenter()
+        let seen = Recorder<Int>()
+        var tokens: [Int: Subscription] = [:]
+        var expected: [Int] = []
+        var next = 0
+        // Rounds of: add 60, cancel every other live one (growth, tombstones, compaction).
+        for round in 0..<5 {
+            for _ in 0..<60 {
+                let i = next
+                next += 1
+                tokens[i] = center.subscribe("churn") { _ in seen.append(i) }
+                expected.append(i)
+            }
+            let victims = expected.enumerated().filter { $0.offset % 2 == round % 2 }.map(\.element)
+            for victim in victims { tokens.removeValue(forKey: victim)?.cancel() }
+            expected.removeAll { victims.contains($0) }
+            seen.reset()
+            #expect(center.post("churn") == expected.count)
+            #expect(seen.values == expected)
+        }
+        #expect(center.subscriptionCount(for: "churn") == expected.count)
+    }
+
+    @Test func pausedThenResumedSubscriptionKeepsItsPlace() {
+        let center = PostCenter()
+        let seen = Recorder<Int>()
+        let tokens = (0..<200).map { i in center.subscribe("x") { _ in seen.append(i) } }
+        tokens[100].pause()
+        tokens[0].pause()
+        #expect(center.post("x") == 198)
+        #expect(seen.values == Array(1..<100) + Array(101..<200))
+        seen.reset()
+        // Later subscriptions and cancellations (which compact the slots) do not move it.
+        let late = center.subscribe("x") { _ in seen.append(200) }
+        for i in stride(from: 1, to: 100, by: 2) { tokens[i].cancel() }
+        tokens[100].resume()
+        tokens[0].resume()
+        #expect(center.post("x") == 200 - 50 + 1)
+        let expected = [0] + stride(from: 2, to: 100, by: 2) + Array(100..<200) + [200]
+        #expect(seen.values == expected)
+        withExtendedLifetime((tokens, late)) {}
+    }
+
+    @Test func plainTopicAndObserverSubscriptionsShareOneOrder() {
+        let center = PostCenter()
+        let seen = Recorder<String>()
+        let topic = Topic<Int>("mixed")
+        final class Observer {
+            let seen: Recorder<String>
+            init(_ seen: Recorder<String>) { self.seen = seen }
+            func plain(_ post: PostObject) { seen.append("observer-plain") }
+            func typed(_ value: Int) { seen.append("observer-typed") }
+        }
+        let observer = Observer(seen)
+        var tokens = Set<Subscription>()
+        center.subscribe(topic) { _ in seen.append("typed-1") }.store(in: &tokens)
+        center.subscribe("mixed") { _ in seen.append("plain-1") }.store(in: &tokens)
+        center.register(topic, observer: observer, selector: Observer.typed).store(in: &tokens)
+        center.register("mixed", observer: observer, selector: Observer.plain).store(in: &tokens)
+        center.subscribe("mixed") { _ in seen.append("plain-2") }.store(in: &tokens)
+        center.subscribe(topic) { _ in seen.append("typed-2") }.store(in: &tokens)
+        #expect(center.post(topic, 1) == 6)
+        #expect(
+            seen.values == ["typed-1", "plain-1", "observer-typed", "observer-plain", "plain-2", "typed-2"])
+        withExtendedLifetime(observer) {}
+    }
+
+    @Test func manyNamesKeepTheirOwnSubscribersAcrossChurn() {
+        // Names share stripes and a probing table; removing emptied names must not lose others.
+        let center = PostCenter()
+        let seen = Recorder<String>()
+        var tokens: [String: Subscription] = [:]
+        for i in 0..<300 {
+            let name = "name-\(i)"
+            tokens[name] = center.subscribe(name) { _ in seen.append(name) }
+        }
+        for i in stride(from: 0, to: 300, by: 3) { tokens.removeValue(forKey: "name-\(i)") }
+        for i in 0..<300 {
+            seen.reset()
+            let name = "name-\(i)"
+            let expected = i % 3 == 0 ? 0 : 1
+            #expect(center.post(name) == expected)
+            #expect(seen.values == (expected == 1 ? [name] : []))
+            #expect(center.subscriptionCount(for: name) == expected)
+        }
+    }
+}

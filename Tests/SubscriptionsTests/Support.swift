@@ -1,0 +1,195 @@
+import Dispatch
+import Foundation
+import Subscriptions
+import Synchronization
+
+/// A thread-safe, append-only log of what handlers saw, in the order they appended.
+///
+/// Handlers run on posting threads and queues, so every access takes `lock`.
+final class Recorder<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: `storage` is only touched while holding `lock`. `NSLock` rather than
+    // `Synchronization.Mutex`: on Linux, ThreadSanitizer does not see `Mutex`'s futex-based
+    // locking and would report every recorder access as a race, hiding real ones.
+    private let lock = NSLock()
+    private var storage: [Value] = []
+
+    init() {}
+
+    /// Appends `value` at the end of the log.
+    func append(_ value: Value) {
+        lock.withLock { storage.append(value) }
+    }
+
+    /// A snapshot of the log.
+    var values: [Value] {
+        lock.withLock { storage }
+    }
+
+    /// How many values were appended.
+    var count: Int {
+        lock.withLock { storage.count }
+    }
+
+    /// Empties the log.
+    func reset() {
+        lock.withLock { storage.removeAll() }
+    }
+}
+
+/// A thread-safe integer counter.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    init() {}
+
+    /// Adds one.
+    func increment() {
+        value.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// Adds `n`.
+    func add(_ n: Int) {
+        value.add(n, ordering: .sequentiallyConsistent)
+    }
+
+    /// The current count.
+    var count: Int {
+        value.load(ordering: .sequentiallyConsistent)
+    }
+}
+
+/// A thread-safe boolean, for "this happened" facts checked across threads.
+final class Flag: Sendable {
+    private let value: Atomic<Bool>
+
+    init(_ initial: Bool = false) {
+        value = Atomic(initial)
+    }
+
+    func set() { value.store(true, ordering: .sequentiallyConsistent) }
+    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+}
+
+/// A slot for a token that a handler needs to reach (to cancel or pause itself).
+final class TokenSlot: @unchecked Sendable {
+    // @unchecked: `storage` is only touched while holding `lock` (an `NSLock`, which
+    // ThreadSanitizer understands; see `Recorder`).
+    private let lock = NSLock()
+    private var storage: Subscription?
+
+    init() {}
+
+    var token: Subscription? {
+        get { lock.withLock { storage } }
+        set {
+            // The old token is released after unlocking: its deinit cancels, which may wait.
+            let old = lock.withLock { () -> Subscription? in
+                let old = storage
+                storage = newValue
+                return old
+            }
+            withExtendedLifetime(old) {}
+        }
+    }
+
+    /// Cancels the stored token, if any (keeping it stored).
+    func cancel() { token?.cancel() }
+}
+
+/// An object whose lifetime a test watches: captured by handlers, passed as data. Counts live
+/// instances in the `LiveObjects` it was made with (up in `init`, down in `deinit`).
+final class Tracked: Sendable {
+    let name: String
+    private let live: LiveObjects?
+
+    init(_ name: String = "", live: LiveObjects? = nil) {
+        self.name = name
+        self.live = live
+        live?.enter()
+    }
+
+    deinit {
+        live?.leave()
+    }
+}
+
+/// A counter of live instances.
+final class LiveObjects: Sendable {
+    private let value = Atomic<Int>(0)
+
+    init() {}
+
+    func enter() { value.add(1, ordering: .sequentiallyConsistent) }
+    func leave() { value.subtract(1, ordering: .sequentiallyConsistent) }
+
+    /// How many instances are alive.
+    var alive: Int { value.load(ordering: .sequentiallyConsistent) }
+}
+
+/// A class payload for typed topics.
+final class User: Sendable, Equatable {
+    let name: String
+    init(_ name: String) { self.name = name }
+    static func == (lhs: User, rhs: User) -> Bool { lhs.name == rhs.name }
+}
+
+/// A class hierarchy for payload-type matching.
+class Animal: @unchecked Sendable {
+    // @unchecked: immutable; non-final only so that `Dog` can subclass it.
+    let name: String
+    init(_ name: String) { self.name = name }
+}
+
+final class Dog: Animal, @unchecked Sendable {}
+
+/// A value payload for typed topics.
+struct Point: Sendable, Equatable {
+    var x: Int
+    var y: Int
+}
+
+/// A thread that the test joins: started at once, `join()` waits until `body` returned.
+final class TestThread: Sendable {
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let done = self.done
+        let thread = Thread {
+            body()
+            done.signal()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Waits until the thread's body returned.
+    func join() {
+        done.wait()
+    }
+
+    /// Waits at most `seconds` for the body to return; `false` when it did not (a deadlock guard,
+    /// never a timing assertion).
+    func join(timeout seconds: Double) -> Bool {
+        done.wait(timeout: .now() + seconds) == .success
+    }
+}
+
+/// An identity for the calling thread, comparable across threads while they live.
+func currentThreadID() -> ObjectIdentifier {
+    ObjectIdentifier(Thread.current)
+}
+
+/// A key to tell, from inside a block, which queue it runs on.
+let queueNameKey = DispatchSpecificKey<String>()
+
+/// A serial queue that records its name under `queueNameKey`.
+func makeSerialQueue(_ label: String) -> DispatchQueue {
+    let queue = DispatchQueue(label: label)
+    queue.setSpecific(key: queueNameKey, value: label)
+    return queue
+}
+
+/// The label of the queue the caller runs on, if it was made by `makeSerialQueue`.
+func currentQueueName() -> String? {
+    DispatchQueue.getSpecific(key: queueNameKey)
+}
