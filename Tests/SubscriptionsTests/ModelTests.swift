@@ -431,7 +431,7 @@ final class ModelHarness {
 final class RealSide: @unchecked Sendable {
     // @unchecked: see above; every hand-over goes through `queue.sync`, which orders the accesses.
     let center = PostCenter()
-    let captures = Tally()
+    let captures = Reliability.Tally()
     var log: [String] = []
     var depth = 0
     var serial = 0
@@ -563,12 +563,12 @@ final class RealSide: @unchecked Sendable {
         }
     }
 
-    /// The handler every subscription gets: it captures a `Capture` (to prove the center lets
+    /// The handler every subscription gets: it captures a `Reliability.Capture` (to prove the center lets
     /// go of it) and reports to `handled`.
     func handler<Payload>(
         _ id: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
     ) -> @Sendable (Payload) -> Void {
-        let capture = Capture(captures)
+        let capture = Reliability.Capture(captures)
         let serial = self.serial
         return { [weak self] payload in
             withExtendedLifetime(capture) {}
@@ -622,11 +622,11 @@ final class RealSide: @unchecked Sendable {
 
     /// A selector for `register`: the observer is passed in by the center on each call (it holds
     /// the observer weakly), and the call is reported like a handler's. Captures nothing strong
-    /// but a `Capture`.
+    /// but a `Reliability.Capture`.
     func observerSelector<Payload>(
         _ id: Int, _ serial: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
     ) -> @Sendable (ModelObserver) -> (Payload) -> Void {
-        let capture = Capture(captures)
+        let capture = Reliability.Capture(captures)
         return { [weak self] observer in
             { payload in
                 withExtendedLifetime((capture, observer)) {}

@@ -50,14 +50,14 @@ enum Reliability {
     static let underThreadSanitizer: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
     /// The factor applied to operation counts: `SUBSCRIPTIONS_STRESS_SCALE` when set (for
-    /// example `10` for a long soak run), else 1, or 1/4 under ThreadSanitizer.
+    /// example `10` for a long soak run), else 1, or 1/2 under ThreadSanitizer.
     static let scale: Double = {
         if let text = ProcessInfo.processInfo.environment["SUBSCRIPTIONS_STRESS_SCALE"], let value = Double(text),
             value > 0
         {
             return value
         }
-        return underThreadSanitizer ? 0.25 : 1
+        return underThreadSanitizer ? 0.5 : 1
     }()
 
     /// `count` scaled by ``scale``, never below `minimum`.
@@ -108,107 +108,111 @@ enum Reliability {
     }
 }
 
-/// A value behind an `NSLock`.
-///
-/// The tests use this instead of `Mutex` on purpose: on Linux the contended paths of
-/// `Synchronization.Mutex` are futex system calls inside the uninstrumented
-/// `libswiftSynchronization`, invisible to ThreadSanitizer, so a contended `Mutex` produces false
-/// race reports. `NSLock` is a `pthread_mutex_t`, which ThreadSanitizer intercepts.
-final class Locked<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var value: Value
+// MARK: - Shared test doubles (nested, so that their names cannot clash with other test files)
 
-    init(_ value: Value) { self.value = value }
+extension Reliability {
+    /// A value behind an `NSLock`.
+    ///
+    /// The tests use this instead of `Mutex` on purpose: on Linux the contended paths of
+    /// `Synchronization.Mutex` are futex system calls inside the uninstrumented
+    /// `libswiftSynchronization`, invisible to ThreadSanitizer, so a contended `Mutex` produces false
+    /// race reports. `NSLock` is a `pthread_mutex_t`, which ThreadSanitizer intercepts.
+    final class Locked<Value>: @unchecked Sendable {
+        // @unchecked: `value` is only touched while `lock` is held.
+        private let lock = NSLock()
+        private var value: Value
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
+        init(_ value: Value) { self.value = value }
+
+        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+            lock.lock()
+            defer { lock.unlock() }
+            return try body(&value)
+        }
+
+        var current: Value { withLock { $0 } }
     }
 
-    var current: Value { withLock { $0 } }
-}
-
-/// A shared atomic count: live instances of the classes that report to it (+1 in `init`, −1
-/// in `deinit`), calls, or violations.
-final class Tally: Sendable {
-    private let value = Atomic<Int>(0)
-    func up() { value.add(1, ordering: .acquiringAndReleasing) }
-    func down() { value.subtract(1, ordering: .acquiringAndReleasing) }
-    func add(_ n: Int) { value.add(n, ordering: .acquiringAndReleasing) }
-    var current: Int { value.load(ordering: .acquiring) }
-}
-
-/// An object captured by a handler closure: while it lives the center still holds the closure.
-final class Capture: Sendable {
-    let live: Tally
-    init(_ live: Tally) {
-        self.live = live
-        live.up()
-    }
-    deinit { live.down() }
-}
-
-/// A counter of calls plus the two facts the cancellation race tests check: whether a call
-/// started after the subscription's end returned (`closed`), and whether one was still running.
-final class CallProbe: Sendable {
-    let calls = Atomic<Int>(0)
-    let running = Atomic<Int>(0)
-    /// Set right after `cancel()` (or the token's deinit, or the observer's deinit) returned.
-    let closed = Atomic<Bool>(false)
-    /// Calls that started while `closed` was already set: each one breaks guarantee 7.
-    let lateStarts = Atomic<Int>(0)
-
-    func enter() {
-        if closed.load(ordering: .acquiring) { lateStarts.add(1, ordering: .relaxed) }
-        running.add(1, ordering: .acquiringAndReleasing)
-        calls.add(1, ordering: .relaxed)
+    /// A shared atomic count: live instances of the classes that report to it (+1 in `init`, −1
+    /// in `deinit`), calls, or violations.
+    final class Tally: Sendable {
+        private let value = Atomic<Int>(0)
+        func up() { value.add(1, ordering: .acquiringAndReleasing) }
+        func down() { value.subtract(1, ordering: .acquiringAndReleasing) }
+        func add(_ n: Int) { value.add(n, ordering: .acquiringAndReleasing) }
+        var current: Int { value.load(ordering: .acquiring) }
     }
 
-    func exit() { running.subtract(1, ordering: .acquiringAndReleasing) }
-
-    /// Marks the end; returns whether a call was still running at that moment.
-    func close() -> Bool {
-        let stillRunning = running.load(ordering: .acquiring) != 0
-        closed.store(true, ordering: .releasing)
-        return stillRunning
-    }
-}
-
-/// An observer for selector registrations that records whether any of its methods ran once its
-/// deinit had started (the center must never call into a dying or dead observer).
-final class DyingObserver: @unchecked Sendable {
-    // @unchecked: `token` is only set and cleared by the thread that owns the observer; the
-    // rest is immutable or atomic. The deinit may run on a posting thread, which only reads atomics.
-    let live: Tally
-    /// Calls that found `deinitStarted` set (shared, since it is read after the observer died).
-    let violations: Tally
-    let deinitStarted = Atomic<Bool>(false)
-    let calls = Atomic<Int>(0)
-    /// Runs on every call (for shared accounting in the stress test).
-    let onCall: @Sendable () -> Void
-    /// A token the observer owns, as a real observer would: it goes with the observer.
-    var token: Subscription?
-
-    init(live: Tally, violations: Tally, onCall: @escaping @Sendable () -> Void = {}) {
-        self.live = live
-        self.violations = violations
-        self.onCall = onCall
-        live.up()
+    /// An object captured by a handler closure: while it lives the center still holds the closure.
+    final class Capture: Sendable {
+        let live: Tally
+        init(_ live: Tally) {
+            self.live = live
+            live.up()
+        }
+        deinit { live.down() }
     }
 
-    func receive(_ post: PostObject) { called() }
-    func receive(value: Int) { called() }
+    /// A counter of calls plus the two facts the cancellation race tests check: whether a call
+    /// started after the subscription's end returned (`closed`), and whether one was still running.
+    final class CallProbe: Sendable {
+        let calls = Atomic<Int>(0)
+        let running = Atomic<Int>(0)
+        /// Set right after `cancel()` (or the token's deinit, or the observer's deinit) returned.
+        let closed = Atomic<Bool>(false)
+        /// Calls that started while `closed` was already set: each one breaks guarantee 7.
+        let lateStarts = Atomic<Int>(0)
 
-    private func called() {
-        if deinitStarted.load(ordering: .acquiring) { violations.up() }
-        calls.add(1, ordering: .relaxed)
-        onCall()
+        func enter() {
+            if closed.load(ordering: .acquiring) { lateStarts.add(1, ordering: .relaxed) }
+            running.add(1, ordering: .acquiringAndReleasing)
+            calls.add(1, ordering: .relaxed)
+        }
+
+        func exit() { running.subtract(1, ordering: .acquiringAndReleasing) }
+
+        /// Marks the end; returns whether a call was still running at that moment.
+        func close() -> Bool {
+            let stillRunning = running.load(ordering: .acquiring) != 0
+            closed.store(true, ordering: .releasing)
+            return stillRunning
+        }
     }
 
-    deinit {
-        deinitStarted.store(true, ordering: .releasing)
-        live.down()
+    /// An observer for selector registrations that records whether any of its methods ran once its
+    /// deinit had started (the center must never call into a dying or dead observer).
+    final class DyingObserver: @unchecked Sendable {
+        // @unchecked: `token` is only set and cleared by the thread that owns the observer; the
+        // rest is immutable or atomic. The deinit may run on a posting thread, which only reads atomics.
+        let live: Tally
+        /// Calls that found `deinitStarted` set (shared, since it is read after the observer died).
+        let violations: Tally
+        let deinitStarted = Atomic<Bool>(false)
+        let calls = Atomic<Int>(0)
+        /// Runs on every call (for shared accounting in the stress test).
+        let onCall: @Sendable () -> Void
+        /// A token the observer owns, as a real observer would: it goes with the observer.
+        var token: Subscription?
+
+        init(live: Tally, violations: Tally, onCall: @escaping @Sendable () -> Void = {}) {
+            self.live = live
+            self.violations = violations
+            self.onCall = onCall
+            live.up()
+        }
+
+        func receive(_ post: PostObject) { called() }
+        func receive(value: Int) { called() }
+
+        private func called() {
+            if deinitStarted.load(ordering: .acquiring) { violations.up() }
+            calls.add(1, ordering: .relaxed)
+            onCall()
+        }
+
+        deinit {
+            deinitStarted.store(true, ordering: .releasing)
+            live.down()
+        }
     }
 }

@@ -16,16 +16,18 @@ import Testing
 @Suite("Stress", .serialized)
 struct StressTests {
     /// Eight threads run a seeded random mix of subscribe (plain, typed, one-shot, selector,
-    /// sender-filtered, queued), cancel, token drop, pause, resume, observer death, sender death
-    /// and posts.
+    /// sender-filtered, queued), cancel, token drop, pause, resume, observer death, sender death,
+    /// posts, and protocol observers (add, observe with a token, remove, pause, death, notify).
     ///
     /// How the counts stay exact while the interleaving is arbitrary:
-    /// - Each thread owns two private names: only it subscribes to them and posts to them, and it
-    ///   keeps a model of its own subscriptions, so every `post` return value, every handler's
-    ///   call count, `subscriptionCount(for:)` and `isActive` are predicted exactly, while the
-    ///   other threads churn the same stripes and locks.
-    /// - All threads subscribe to, cancel and post to two shared names. There every delivery is
-    ///   counted twice, by the handler that ran and by the `post` that reports it (including
+    /// - Each thread owns two private names and a protocol of its own: only it subscribes,
+    ///   registers, posts and notifies there, and it keeps a model of its own registrations, so
+    ///   every `post` and `notify` return value, every handler's and observer's call count,
+    ///   `subscriptionCount(for:)`, `observers(for:)` and `isActive` are predicted exactly, while
+    ///   the other threads churn the same stripes and locks.
+    /// - All threads subscribe to, cancel and post to two shared names, and add, remove and
+    ///   notify observers of a shared protocol. There every delivery is counted twice, by the
+    ///   handler or observer that ran and by the `post` or `notify` that reports it (including
     ///   posts nested in a handler), and the two totals must be equal at the end. A shared handler
     ///   that starts after its `cancel()` returned, or was still running when it returned, is a
     ///   violation, as is an observer method running once the observer's deinit started.
@@ -34,7 +36,7 @@ struct StressTests {
     @Test func eightThreadsChurningKeepExactCountsAndEndAtZero() {
         let center = PostCenter()
         let ledger = SharedLedger()
-        let operations = Reliability.scaled(8000, minimum: 500)
+        let operations = Reliability.scaled(15_000, minimum: 1_000)
         let seed: UInt64 = 0x5EED_0001
 
         Reliability.onThreads(8) { thread in
@@ -52,14 +54,15 @@ struct StressTests {
         #expect(probes.reduce(0) { $0 + $1.lateStarts.load(ordering: .relaxed) } == 0, "handler started after cancel()")
         #expect(ledger.sharedCalls.current == ledger.sharedReturned.current)
         #expect(ledger.sharedCalls.current > 0)
+        #expect(ledger.privateDeliveries.current > 0)
+        #expect(ledger.privateProtocolCalls.current > 0)
         for name in ChurnWorker.sharedNames + (0..<8).flatMap({ ChurnWorker.privateNames($0) }) {
             #expect(center.subscriptionCount(for: name) == 0, "\(name) still has subscriptions")
         }
         #expect(ledger.liveObservers.current == 0)
         #expect(ledger.liveCaptures.current == 0, "the center still holds handler closures")
-        // TODO(protocol observers, issue 3): once `addObserver`/`removeObserver`/`notify` are in
-        // main, add them to `ChurnWorker.step()` (private protocol observers with exact counts,
-        // shared ones in the calls == returned ledger) and check `observers(for:)` is empty here.
+        #expect(center.observers(for: (any ChurnShared).self).isEmpty)
+        for key in ChurnProtocolKey.perThread { #expect(key.observers(center).isEmpty) }
     }
 
     // MARK: Guarantee 7 under races
@@ -92,16 +95,16 @@ struct StressTests {
     @Test(arguments: [ObserverTokenOwner.observer, .test])
     func observerMethodNeverRunsOnADeallocatingObserver(owner: ObserverTokenOwner) {
         let center = PostCenter()
-        let live = Tally()
-        let violations = Tally()
-        let failures = Locked<[String]>([])
+        let live = Reliability.Tally()
+        let violations = Reliability.Tally()
+        let failures = Reliability.Locked<[String]>([])
         let name = "dying"
         let poster = PosterThread(center: center, name: name)
         poster.start()
         var random = Reliability.Random(seed: 0xD1E5)
         for round in 0..<Reliability.scaled(1000, minimum: 100) {
-            var observer: DyingObserver? = DyingObserver(live: live, violations: violations)
-            let token = center.register(name, observer: observer!, selector: DyingObserver.receive(_:))
+            var observer: Reliability.DyingObserver? = Reliability.DyingObserver(live: live, violations: violations)
+            let token = center.register(name, observer: observer!, selector: Reliability.DyingObserver.receive(_:))
             var held: Subscription? = token
             if owner == .observer {
                 observer!.token = token
@@ -124,6 +127,69 @@ struct StressTests {
         #expect(live.current == 0)
         #expect(center.subscriptionCount(for: name) == 0)
     }
+
+    /// The same for protocol observers: one thread notifies in a loop while the test thread
+    /// drops observers (added with `addObserver`, or with a token the observer owns). A dying
+    /// observer is never called; once its deinit finished it is not listed nor counted.
+    @Test(arguments: [false, true])
+    func protocolObserverNeverCalledOnceItsDeinitStarted(ownsToken: Bool) {
+        let center = PostCenter()
+        let live = Reliability.Tally()
+        let violations = Reliability.Tally()
+        let notifier = NotifierThread(center: center)
+        notifier.start()
+        var random = Reliability.Random(seed: 0xD1E6)
+        var leftovers = 0
+        for _ in 0..<Reliability.scaled(1000, minimum: 100) {
+            var observer: ChurnObserver? = ChurnObserver(live: live, violations: violations)
+            if ownsToken {
+                observer!.token = center.observe(observer!, for: (any ChurnShared).self)
+            } else {
+                center.addObserver(observer!, for: (any ChurnShared).self)
+            }
+            let calls = observer!.calls
+            Reliability.wait { calls.current > 0 }
+            for _ in 0..<random.below(3) { sched_yield() }
+            observer = nil
+            Reliability.wait { live.current == 0 }  // the deinit may run on the notifying thread
+            notifier.awaitTwoMoreRounds()
+            leftovers += center.observers(for: (any ChurnShared).self).count
+        }
+        notifier.stop()
+        #expect(violations.current == 0, "a protocol observer was called after its deinit started")
+        #expect(leftovers == 0, "dead observers still listed")
+        #expect(center.notify((any ChurnShared).self) { $0.sharedCall() } == 0)
+    }
+}
+
+/// A thread that notifies `ChurnShared` observers in a loop, counting rounds, until `stop()`.
+private final class NotifierThread: Sendable {
+    let center: PostCenter
+    let rounds = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(center: PostCenter) { self.center = center }
+
+    func start() {
+        Thread { [self] in
+            while !stopped.load(ordering: .acquiring) {
+                center.notify((any ChurnShared).self) { $0.sharedCall() }
+                rounds.add(1, ordering: .acquiringAndReleasing)
+            }
+            finished.signal()
+        }.start()
+    }
+
+    func awaitTwoMoreRounds() {
+        let mark = rounds.load(ordering: .acquiring)
+        Reliability.wait { rounds.load(ordering: .acquiring) >= mark + 2 }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        finished.wait()
+    }
 }
 
 // MARK: - The churn worker
@@ -131,14 +197,18 @@ struct StressTests {
 /// Totals the eight threads share.
 private final class SharedLedger: Sendable {
     /// Handler calls on the shared names.
-    let sharedCalls = Tally()
+    let sharedCalls = Reliability.Tally()
     /// The sum of the return values of every post to a shared name (nested ones included).
-    let sharedReturned = Tally()
-    let violations = Tally()
-    let liveObservers = Tally()
-    let liveCaptures = Tally()
-    let probes = Locked<[CallProbe]>([])
-    let failures = Locked<[String]>([])
+    let sharedReturned = Reliability.Tally()
+    let violations = Reliability.Tally()
+    /// Deliveries and observer calls predicted on private names and protocols (to show the
+    /// mix really exercised them).
+    let privateDeliveries = Reliability.Tally()
+    let privateProtocolCalls = Reliability.Tally()
+    let liveObservers = Reliability.Tally()
+    let liveCaptures = Reliability.Tally()
+    let probes = Reliability.Locked<[Reliability.CallProbe]>([])
+    let failures = Reliability.Locked<[String]>([])
 
     func fail(_ message: String) {
         failures.withLock { if $0.count < 50 { $0.append(message) } }
@@ -167,6 +237,13 @@ private struct ChurnWorker {
     /// Ended private subscriptions: their counts must never move again.
     var retired: [PrivateSub] = []
     var shared: [SharedSub] = []
+    /// Observers of this thread's own protocol, with the model of their registration.
+    var protocolObservers: [PrivateProtocolObserver] = []
+    var retiredProtocolObservers: [PrivateProtocolObserver] = []
+    /// Observers of the shared protocol (only totals are checked there).
+    var sharedProtocolObservers: [ChurnObserver] = []
+    var sharedProtocolTokens: [Subscription] = []
+    let key: ChurnProtocolKey
 
     init(center: PostCenter, ledger: SharedLedger, thread: Int, random: Reliability.Random) {
         self.center = center
@@ -175,25 +252,34 @@ private struct ChurnWorker {
         self.random = random
         self.names = ChurnWorker.privateNames(thread)
         self.queue = DispatchQueue(label: "stress.\(thread)")
+        self.key = ChurnProtocolKey.perThread[thread]
     }
 
     mutating func step() {
         let roll = random.below(100)
         switch roll {
-        case 0..<12: subscribePrivate()
-        case 12..<17: endPrivate(drop: false)
-        case 17..<20: endPrivate(drop: true)
-        case 20..<25: pausePrivate(true)
-        case 25..<30: pausePrivate(false)
-        case 30..<33: dropPrivateObserver()
-        case 33..<35: replaceSender()
-        case 35..<55: postPrivate()
-        case 55..<62: subscribeShared()
-        case 62..<67: endShared()
-        case 67..<70: dropSharedObserver()
-        case 70..<88: postShared()
-        case 88..<92: checkIntrospection()
-        default: pauseShared()
+        case 0..<10: subscribePrivate()
+        case 10..<14: endPrivate(drop: false)
+        case 14..<17: endPrivate(drop: true)
+        case 17..<21: pausePrivate(true)
+        case 21..<25: pausePrivate(false)
+        case 25..<28: dropPrivateObserver()
+        case 28..<30: replaceSender()
+        case 30..<45: postPrivate()
+        case 45..<50: subscribeShared()
+        case 50..<54: endShared()
+        case 54..<56: dropSharedObserver()
+        case 56..<68: postShared()
+        case 68..<71: checkIntrospection()
+        case 71..<74: pauseShared()
+        case 74..<78: addPrivateProtocolObserver()
+        case 78..<81: removePrivateProtocolObserver()
+        case 81..<83: pausePrivateProtocolObserver()
+        case 83..<85: dropPrivateProtocolObserver()
+        case 85..<91: notifyPrivate()
+        case 91..<94: addSharedProtocolObserver()
+        case 94..<96: removeSharedProtocolObserver()
+        default: notifyShared()
         }
     }
 
@@ -206,8 +292,8 @@ private struct ChurnWorker {
         }
         let nameIndex = random.below(names.count)
         let name = names[nameIndex]
-        let counter = Tally()
-        let capture = Capture(ledger.liveCaptures)
+        let counter = Reliability.Tally()
+        let capture = Reliability.Capture(ledger.liveCaptures)
         let count: @Sendable () -> Void = {
             withExtendedLifetime(capture) {}
             counter.up()
@@ -224,8 +310,8 @@ private struct ChurnWorker {
             sub.token = center.subscribeOnce(name) { _ in count() }
         case 3:
             sub.kind = .observer
-            let observer = DyingObserver(live: ledger.liveObservers, violations: ledger.violations, onCall: count)
-            let token = center.register(name, observer: observer, selector: DyingObserver.receive(_:))
+            let observer = Reliability.DyingObserver(live: ledger.liveObservers, violations: ledger.violations, onCall: count)
+            let token = center.register(name, observer: observer, selector: Reliability.DyingObserver.receive(_:))
             if random.chance(50) {
                 observer.token = token
                 sub.observerOwnsToken = true
@@ -329,6 +415,7 @@ private struct ChurnWorker {
         case .from(let s): returned = center.post(name, PostObject(flag: "s"), from: senders[s]!)
         }
         queue.sync {}  // queued deliveries of this post have run (or were dropped) now
+        ledger.privateDeliveries.add(expected)
         if returned != expected { ledger.fail("t\(thread) \(name): post returned \(returned), expected \(expected)") }
         verifyCounts()
     }
@@ -364,9 +451,9 @@ private struct ChurnWorker {
         let name = ChurnWorker.sharedNames[n]
         let ledger = self.ledger
         let center = self.center
-        let probe = CallProbe()
+        let probe = Reliability.CallProbe()
         ledger.probes.withLock { $0.append(probe) }
-        let capture = Capture(ledger.liveCaptures)
+        let capture = Reliability.Capture(ledger.liveCaptures)
         var sub = SharedSub(probe: probe)
         let record: @Sendable () -> Void = {
             withExtendedLifetime(capture) {}
@@ -382,10 +469,10 @@ private struct ChurnWorker {
         case 2:
             sub.token = center.subscribeOnce(name) { _ in record() }
         case 3:
-            let observer = DyingObserver(live: ledger.liveObservers, violations: ledger.violations) {
+            let observer = Reliability.DyingObserver(live: ledger.liveObservers, violations: ledger.violations) {
                 ledger.sharedCalls.up()
             }
-            sub.token = center.register(name, observer: observer, selector: DyingObserver.receive(_:))
+            sub.token = center.register(name, observer: observer, selector: Reliability.DyingObserver.receive(_:))
             sub.observer = observer
         default:
             // A relay on shared.0 re-posts to shared.1 from inside the delivery (never the other
@@ -453,10 +540,240 @@ private struct ChurnWorker {
         queue.sync {}
         verifyCounts()
         while !shared.isEmpty { endShared() }
+
+        checkProtocolObservers()
+        for i in protocolObservers.indices { protocolObservers[i].end() }
+        retiredProtocolObservers += protocolObservers
+        protocolObservers.removeAll()
+        let returned = key.notify(center)
+        if returned != 0 { ledger.fail("t\(thread): notify reached \(returned) observers after everything ended") }
+        verifyProtocolCounts()
+        sharedProtocolTokens.removeAll()
+        sharedProtocolObservers.removeAll()
+    }
+
+    // MARK: Protocol observers of this thread's protocol (exact model)
+
+    mutating func addPrivateProtocolObserver() {
+        if protocolObservers.count >= 8 {
+            dropPrivateProtocolObserver()
+            return
+        }
+        let observer = ChurnObserver(live: ledger.liveObservers, violations: ledger.violations)
+        var entry = PrivateProtocolObserver(observer: observer)
+        switch random.below(3) {
+        case 0: key.add(center, observer)
+        case 1: entry.token = key.observe(center, observer)
+        default:
+            observer.token = key.observe(center, observer)
+            entry.ownsToken = true
+        }
+        protocolObservers.append(entry)
+    }
+
+    mutating func removePrivateProtocolObserver() {
+        guard !protocolObservers.isEmpty else { return }
+        let i = random.below(protocolObservers.count)
+        guard let observer = protocolObservers[i].observer else { return }
+        switch random.below(3) {
+        case 0: key.remove(center, observer)
+        case 1: center.removeObserver(observer)
+        default:
+            if let token = protocolObservers[i].token ?? observer.token { token.cancel() } else { key.remove(center, observer) }
+        }
+        protocolObservers[i].registered = false
+    }
+
+    mutating func pausePrivateProtocolObserver() {
+        guard !protocolObservers.isEmpty else { return }
+        let i = random.below(protocolObservers.count)
+        guard let token = protocolObservers[i].token ?? protocolObservers[i].observer?.token else { return }
+        let pause = random.chance(50)
+        if pause { token.pause() } else { token.resume() }
+        if protocolObservers[i].registered { protocolObservers[i].paused = pause }
+    }
+
+    mutating func dropPrivateProtocolObserver() {
+        guard !protocolObservers.isEmpty else { return }
+        var entry = protocolObservers.remove(at: random.below(protocolObservers.count))
+        entry.end()
+        retiredProtocolObservers.append(entry)
+    }
+
+    mutating func notifyPrivate() {
+        var expected = 0
+        for i in protocolObservers.indices where protocolObservers[i].reachable {
+            expected += 1
+            protocolObservers[i].expected += 1
+        }
+        let returned = key.notify(center)
+        ledger.privateProtocolCalls.add(expected)
+        if returned != expected { ledger.fail("t\(thread): notify returned \(returned), expected \(expected)") }
+        verifyProtocolCounts()
+        if random.chance(20) { checkProtocolObservers() }
+    }
+
+    func verifyProtocolCounts() {
+        for entry in protocolObservers + retiredProtocolObservers where entry.calls.current != entry.expected {
+            ledger.fail("t\(thread): protocol observer called \(entry.calls.current) times, expected \(entry.expected)")
+        }
+    }
+
+    func checkProtocolObservers() {
+        let listed = key.observers(center)
+        let expected = protocolObservers.filter(\.reachable).compactMap(\.observer)
+        if listed.count != expected.count || zip(listed, expected).contains(where: { $0 !== $1 }) {
+            ledger.fail("t\(thread): observers(for:) lists \(listed.count), expected \(expected.count) in order")
+        }
+        for entry in protocolObservers {
+            guard let token = entry.token ?? entry.observer?.token else { continue }
+            if token.isActive != entry.reachable {
+                ledger.fail("t\(thread): protocol token isActive \(token.isActive), expected \(entry.reachable)")
+            }
+        }
+    }
+
+    // MARK: Protocol observers of the shared protocol (totals)
+
+    mutating func addSharedProtocolObserver() {
+        if sharedProtocolObservers.count >= 6 {
+            removeSharedProtocolObserver()
+            return
+        }
+        let ledger = self.ledger
+        let observer = ChurnObserver(live: ledger.liveObservers, violations: ledger.violations) {
+            ledger.sharedCalls.up()
+        }
+        if random.chance(50) {
+            center.addObserver(observer, for: (any ChurnShared).self)
+        } else {
+            sharedProtocolTokens.append(center.observe(observer, for: (any ChurnShared).self))
+        }
+        sharedProtocolObservers.append(observer)
+    }
+
+    mutating func removeSharedProtocolObserver() {
+        if !sharedProtocolTokens.isEmpty && random.chance(40) {
+            sharedProtocolTokens.remove(at: random.below(sharedProtocolTokens.count)).cancel()
+            return
+        }
+        guard !sharedProtocolObservers.isEmpty else { return }
+        let observer = sharedProtocolObservers.remove(at: random.below(sharedProtocolObservers.count))
+        // Either removed explicitly or just let go: a dying observer is never called.
+        if random.chance(50) { center.removeObserver(observer, for: (any ChurnShared).self) }
+    }
+
+    mutating func notifyShared() {
+        ledger.sharedReturned.add(center.notify((any ChurnShared).self) { $0.sharedCall() })
     }
 }
 
 private final class Sender {}
+
+// MARK: Protocol observers for the churn
+
+/// The shared protocol: every thread adds, removes and notifies its observers.
+protocol ChurnShared: AnyObject {
+    func sharedCall()
+}
+
+/// One protocol per thread (protocols are keyed by type, so a thread's own protocol is the way
+/// to give it registrations nobody else touches).
+protocol ChurnP0: AnyObject { func churn() }
+protocol ChurnP1: AnyObject { func churn() }
+protocol ChurnP2: AnyObject { func churn() }
+protocol ChurnP3: AnyObject { func churn() }
+protocol ChurnP4: AnyObject { func churn() }
+protocol ChurnP5: AnyObject { func churn() }
+protocol ChurnP6: AnyObject { func churn() }
+protocol ChurnP7: AnyObject { func churn() }
+
+/// An observer of every churn protocol that counts its calls and records calls made once its
+/// deinit started.
+final class ChurnObserver: ChurnShared, ChurnP0, ChurnP1, ChurnP2, ChurnP3, ChurnP4, ChurnP5, ChurnP6, ChurnP7,
+    @unchecked Sendable
+{
+    // @unchecked: `token` is only touched by the thread that owns the observer; the rest is
+    // immutable or atomic (the deinit may run on a notifying thread).
+    let live: Reliability.Tally
+    let violations: Reliability.Tally
+    let calls = Reliability.Tally()
+    let deinitStarted = Atomic<Bool>(false)
+    let onShared: @Sendable () -> Void
+    var token: Subscription?
+
+    init(live: Reliability.Tally, violations: Reliability.Tally, onShared: @escaping @Sendable () -> Void = {}) {
+        self.live = live
+        self.violations = violations
+        self.onShared = onShared
+        live.up()
+    }
+
+    func churn() {
+        if deinitStarted.load(ordering: .acquiring) { violations.up() }
+        calls.up()
+    }
+
+    func sharedCall() {
+        if deinitStarted.load(ordering: .acquiring) { violations.up() }
+        onShared()
+    }
+
+    deinit {
+        deinitStarted.store(true, ordering: .releasing)
+        live.down()
+    }
+}
+
+/// The protocol-observer API for one of the `ChurnP…` protocols, behind closures.
+struct ChurnProtocolKey: Sendable {
+    let add: @Sendable (PostCenter, ChurnObserver) -> Void
+    let observe: @Sendable (PostCenter, ChurnObserver) -> Subscription
+    let remove: @Sendable (PostCenter, ChurnObserver) -> Void
+    let notify: @Sendable (PostCenter) -> Int
+    let observers: @Sendable (PostCenter) -> [AnyObject]
+
+    static func make<P>(_ type: P.Type, _ cast: @escaping @Sendable (ChurnObserver) -> P) -> ChurnProtocolKey {
+        ChurnProtocolKey(
+            add: { $0.addObserver(cast($1), for: P.self) },
+            observe: { $0.observe(cast($1), for: P.self) },
+            remove: { $0.removeObserver(cast($1), for: P.self) },
+            notify: { center in center.notify(P.self) { ($0 as AnyObject as! ChurnObserver).churn() } },
+            observers: { $0.observers(for: P.self).map { $0 as AnyObject } })
+    }
+
+    static let perThread: [ChurnProtocolKey] = [
+        make((any ChurnP0).self) { $0 }, make((any ChurnP1).self) { $0 }, make((any ChurnP2).self) { $0 },
+        make((any ChurnP3).self) { $0 }, make((any ChurnP4).self) { $0 }, make((any ChurnP5).self) { $0 },
+        make((any ChurnP6).self) { $0 }, make((any ChurnP7).self) { $0 },
+    ]
+}
+
+/// A thread's model of one observer of its own protocol.
+private struct PrivateProtocolObserver {
+    /// Strong while the thread keeps the observer; `nil` once dropped.
+    var observer: ChurnObserver?
+    let calls: Reliability.Tally
+    var token: Subscription?
+    var ownsToken = false
+    var registered = true
+    var paused = false
+    var expected = 0
+
+    init(observer: ChurnObserver) {
+        self.observer = observer
+        self.calls = observer.calls
+    }
+
+    var reachable: Bool { observer != nil && registered && !paused }
+
+    /// Lets go of the observer and its token.
+    mutating func end() {
+        token = nil
+        observer = nil
+        registered = false
+    }
+}
 
 private struct PrivateSub {
     enum Kind: CustomStringConvertible {
@@ -477,10 +794,10 @@ private struct PrivateSub {
 
     var kind: Kind
     let name: Int
-    let counter: Tally
+    let counter: Reliability.Tally
     var token: Subscription?
     /// For `.observer`: the observer, until it is dropped.
-    var observer: DyingObserver?
+    var observer: Reliability.DyingObserver?
     /// For `.observer`: the token lives in the observer, so dropping the observer ends it.
     var observerOwnsToken = false
     var expected = 0
@@ -488,7 +805,7 @@ private struct PrivateSub {
     /// Cancelled, dropped, or a one-shot that fired.
     var ended = false
 
-    init(kind: Kind, name: Int, counter: Tally) {
+    init(kind: Kind, name: Int, counter: Reliability.Tally) {
         self.kind = kind
         self.name = name
         self.counter = counter
@@ -496,9 +813,9 @@ private struct PrivateSub {
 }
 
 private struct SharedSub {
-    let probe: CallProbe
+    let probe: Reliability.CallProbe
     var token: Subscription?
-    var observer: DyingObserver?
+    var observer: Reliability.DyingObserver?
 }
 
 // MARK: - Cancellation races
@@ -572,8 +889,8 @@ private func busyWork(_ n: Int) -> Int {
 
 /// An observer whose method reports to a probe.
 private final class RaceObserver: Sendable {
-    let probe: CallProbe
-    init(probe: CallProbe) { self.probe = probe }
+    let probe: Reliability.CallProbe
+    init(probe: Reliability.CallProbe) { self.probe = probe }
     func receive(_ post: PostObject) {
         probe.enter()
         _ = busyWork(100)
@@ -601,13 +918,13 @@ private struct CancelRace {
         let name = "race"
         let poster = PosterThread(center: center, name: name)
         let queue = DispatchQueue(label: "race.queue")
-        let captures = Tally()
+        let captures = Reliability.Tally()
         var random = Reliability.Random(seed: 0xCA_9CE1 &+ UInt64(RaceStyle.allCases.firstIndex(of: style)!))
         var result = Result()
         poster.start()
         for _ in 0..<rounds {
-            let probe = CallProbe()
-            let capture = Capture(captures)
+            let probe = Reliability.CallProbe()
+            let capture = Reliability.Capture(captures)
             let handler: @Sendable () -> Void = {
                 withExtendedLifetime(capture) {}
                 probe.enter()
