@@ -99,11 +99,21 @@ enum Reliability {
 
     /// Waits until `condition` holds: yields the processor for a while, then sleeps 50 µs
     /// between checks, so a waiting thread does not starve the ones it waits for on 2 cores.
-    static func wait(until condition: () -> Bool) {
+    ///
+    /// Not a timing assertion: the bound (a million sleeps, a minute or more) only turns a
+    /// wait that can never end (a lost delivery, a broken test) into a crash that names it,
+    /// instead of a CI job that hangs until it is killed.
+    static func wait(
+        for what: @autoclosure () -> String, file: StaticString = #file, line: UInt = #line,
+        until condition: () -> Bool
+    ) {
         var attempt = 0
         while !condition() {
             if attempt < 64 { sched_yield() } else { usleep(50) }
             attempt += 1
+            if attempt > 1_000_000 {
+                fatalError("gave up waiting for \(what()) (a lost delivery?)", file: file, line: line)
+            }
         }
     }
 }

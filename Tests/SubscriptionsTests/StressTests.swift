@@ -110,12 +110,12 @@ struct StressTests {
                 observer!.token = token
                 held = nil
             }
-            Reliability.wait { observer!.calls.load(ordering: .relaxed) > 0 }
+            Reliability.wait(for: "the observer's first call") { observer!.calls.load(ordering: .relaxed) > 0 }
             for _ in 0..<random.below(3) { sched_yield() }
             observer = nil
             // The deinit may be running on the poster thread (it held the last strong reference
             // while calling the method): wait for it to finish there.
-            Reliability.wait { live.current == 0 }
+            Reliability.wait(for: "the observer's deinit") { live.current == 0 }
             poster.awaitTwoMoreRounds()
             if center.subscriptionCount(for: name) != 0 { failures.withLock { $0.append("round \(round): still counted") } }
             if let held, held.isActive { failures.withLock { $0.append("round \(round): token still active") } }
@@ -148,10 +148,10 @@ struct StressTests {
                 center.addObserver(observer!, for: (any ChurnShared).self)
             }
             let calls = observer!.calls
-            Reliability.wait { calls.current > 0 }
+            Reliability.wait(for: "the observer's first call") { calls.current > 0 }
             for _ in 0..<random.below(3) { sched_yield() }
             observer = nil
-            Reliability.wait { live.current == 0 }  // the deinit may run on the notifying thread
+            Reliability.wait(for: "the observer's deinit") { live.current == 0 }  // may run on the notifier
             notifier.awaitTwoMoreRounds()
             leftovers += center.observers(for: (any ChurnShared).self).count
         }
@@ -183,7 +183,7 @@ private final class NotifierThread: Sendable {
 
     func awaitTwoMoreRounds() {
         let mark = rounds.load(ordering: .acquiring)
-        Reliability.wait { rounds.load(ordering: .acquiring) >= mark + 2 }
+        Reliability.wait(for: "two notify rounds") { rounds.load(ordering: .acquiring) >= mark + 2 }
     }
 
     func stop() {
@@ -716,6 +716,7 @@ final class ChurnObserver: ChurnShared, ChurnP0, ChurnP1, ChurnP2, ChurnP3, Chur
 
     func sharedCall() {
         if deinitStarted.load(ordering: .acquiring) { violations.up() }
+        calls.up()
         onShared()
     }
 
@@ -868,7 +869,7 @@ private final class PosterThread: Sendable {
     /// posts started after this call.
     func awaitTwoMoreRounds() {
         let mark = posts.load(ordering: .acquiring)
-        Reliability.wait { posts.load(ordering: .acquiring) >= mark + 2 }
+        Reliability.wait(for: "two post rounds") { posts.load(ordering: .acquiring) >= mark + 2 }
     }
 
     func stop() {
@@ -943,7 +944,7 @@ private struct CancelRace {
             case .senderFiltered: token = center.subscribe(name, from: poster.sender) { _ in handler() }
             case .mainActor: token = center.subscribe(name, delivery: .mainActor) { _ in handler() }
             }
-            Reliability.wait { probe.calls.load(ordering: .relaxed) > 0 }
+            Reliability.wait(for: "the first \(style) delivery") { probe.calls.load(ordering: .relaxed) > 0 }
             for _ in 0..<random.below(4) { sched_yield() }
             switch end {
             case .cancel: token!.cancel()
