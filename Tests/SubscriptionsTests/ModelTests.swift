@@ -5,9 +5,10 @@ import Testing
 
 /// Model-based randomized testing: seeded random operation sequences run against a real
 /// `PostCenter` and against `ReferenceModel`, a single-threaded center made of plain arrays.
-/// After every operation every observable result is compared: the handler calls (order and
-/// payloads, nested posts included), `post` return values, `subscriptionCount(for:)` of every
-/// name, the set of live tokens and `isActive` of each. On a divergence the test fails with the
+/// After every operation every observable result is compared: the handler and observer calls
+/// (order and payloads, nested posts and notifies included), `post` and `notify` return values,
+/// `subscriptionCount(for:)` of every name, `observers(for:)` of every protocol, the set of live
+/// tokens and `isActive` of each. On a divergence the test fails with the
 /// seed and the shortest failing operation sequence the shrinker found.
 @Suite("Model-based")
 struct ModelTests {
@@ -15,7 +16,8 @@ struct ModelTests {
 
     /// 10 seeds × 10,000 operations: every kind of subscription (plain, typed, one-shot,
     /// sender-filtered, selector with or without the observer owning its token), immediate and
-    /// queued delivery, nested operations from inside handlers, observer and sender deaths.
+    /// queued delivery, protocol observers (added, observed with a token, removed, notified),
+    /// nested operations from inside handlers and notify bodies, observer and sender deaths.
     @Test(arguments: seeds)
     func centerMatchesReferenceModel(seed: UInt64) {
         let count = Reliability.scaled(10_000, minimum: 2_000)
@@ -55,10 +57,6 @@ struct ModelTests {
         #expect(report.contains("resume"))
     }
 
-    // TODO(protocol observers, issue 3): once `addObserver`/`removeObserver`/`notify` are in
-    // main, add `ModelOp.addProtocolObserver/removeProtocolObserver/notify` (generator, real side,
-    // model: observers per protocol in registration order, weakly held) and compare
-    // `observers(for:)` after every operation.
 }
 
 // MARK: - Operations
@@ -152,6 +150,22 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
     case post(name: Int, ModelPost, from: Int?)
     /// Runs the queued deliveries that were waiting when it started.
     case drain
+    /// `addObserver(observer, for: protocol)`.
+    case addProtocolObserver(protocol: Int, observer: Int)
+    /// `observe(observer, for: protocol)`, making token `id` (held by the observer if `owned`).
+    case observeProtocol(id: Int, protocol: Int, observer: Int, owned: Bool)
+    /// `removeObserver(observer, for: protocol)`.
+    case removeProtocolObserver(protocol: Int, observer: Int)
+    /// `removeObserver(observer)`: from every protocol.
+    case removeObserverEverywhere(observer: Int)
+    /// `notify(protocol)`; the body calls the observer, then runs `nested`.
+    case notify(protocol: Int, nested: ModelOp?)
+
+    /// "post" or "notify", for the log of a nested operation's return value.
+    var verb: String {
+        if case .notify = self { return "notify" }
+        return "post"
+    }
 
     var description: String {
         switch self {
@@ -168,6 +182,12 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
         case .dropSender(let s): "drop sender\(s)"
         case let .post(name, post, from): "post name\(name) \(post)" + (from.map { " from sender\($0)" } ?? "")
         case .drain: "drain queue"
+        case let .addProtocolObserver(p, o): "addObserver(observer\(o), for: protocol\(p))"
+        case let .observeProtocol(id, p, o, owned):
+            "observe(observer\(o), for: protocol\(p)) as #\(id)\(owned ? " (observer owns token)" : "")"
+        case let .removeProtocolObserver(p, o): "removeObserver(observer\(o), for: protocol\(p))"
+        case .removeObserverEverywhere(let o): "removeObserver(observer\(o)) from every protocol"
+        case let .notify(p, nested): "notify protocol\(p)" + (nested.map { ", body does [\($0)]" } ?? "")
         }
     }
 }
@@ -188,6 +208,7 @@ struct ModelGenerator {
     static let observers = 4
     static let senders = 2
     static let tags = 3
+    static let protocols = 2
 
     var random: Reliability.Random
     let options: ModelOptions
@@ -207,24 +228,36 @@ struct ModelGenerator {
     mutating func next() -> ModelOp {
         let roll = random.below(100)
         switch roll {
-        case 0..<22:
+        case 0..<18:
             if live.count >= 24 { return .drop(live.remove(at: random.below(live.count))) }
             let op = subscribe(nested: random.chance(25) ? nested() : nil)
             if case .subscribe(let id, _, _, _, _, _) = op { live.append(id) }
             return op
-        case 22..<28:
+        case 18..<23:
             return .cancel(target())
-        case 28..<34:
+        case 23..<28:
             let id = target()
             live.removeAll { $0 == id }
             return .drop(id)
-        case 34..<40: return .pause(target())
-        case 40..<46: return .resume(target())
-        case 46..<50: return .newObserver(random.below(Self.observers))
-        case 50..<53: return .dropObserver(random.below(Self.observers))
-        case 53..<55: return .newSender(random.below(Self.senders))
-        case 55..<57: return .dropSender(random.below(Self.senders))
-        case 57..<95: return post()
+        case 28..<33: return .pause(target())
+        case 33..<38: return .resume(target())
+        case 38..<42: return .newObserver(random.below(Self.observers))
+        case 42..<45: return .dropObserver(random.below(Self.observers))
+        case 45..<47: return .newSender(random.below(Self.senders))
+        case 47..<49: return .dropSender(random.below(Self.senders))
+        case 49..<80: return post()
+        case 80..<83: return addProtocolObserver()
+        case 83..<86:
+            if live.count >= 24 { return .drop(live.remove(at: random.below(live.count))) }
+            let id = nextID
+            nextID += 1
+            live.append(id)
+            return .observeProtocol(
+                id: id, protocol: random.below(Self.protocols), observer: random.below(Self.observers),
+                owned: random.chance(50))
+        case 86..<88: return removeProtocolObserver()
+        case 88..<89: return .removeObserverEverywhere(observer: random.below(Self.observers))
+        case 89..<95: return .notify(protocol: random.below(Self.protocols), nested: random.chance(30) ? nested() : nil)
         default: return options.queued ? .drain : post()
         }
     }
@@ -258,6 +291,14 @@ struct ModelGenerator {
             id: id, name: random.below(Self.names), payload: payload, style: style, delivery: delivery, nested: nested)
     }
 
+    mutating func addProtocolObserver() -> ModelOp {
+        .addProtocolObserver(protocol: random.below(Self.protocols), observer: random.below(Self.observers))
+    }
+
+    mutating func removeProtocolObserver() -> ModelOp {
+        .removeProtocolObserver(protocol: random.below(Self.protocols), observer: random.below(Self.observers))
+    }
+
     mutating func post() -> ModelOp {
         let name = random.below(Self.names)
         let tag: Int? = random.chance(50) ? random.below(Self.tags) : nil
@@ -275,14 +316,17 @@ struct ModelGenerator {
     /// (or its own) subscription, observer or sender.
     mutating func nested() -> ModelOp {
         switch random.below(100) {
-        case 0..<50: return post()
-        case 50..<60: return .cancel(target())
-        case 60..<70: return .pause(target())
-        case 70..<78: return .resume(target())
-        case 78..<85: return .drop(target())
-        case 85..<93: return subscribe(nested: nil)
-        case 93..<97: return .dropObserver(random.below(Self.observers))
-        default: return .dropSender(random.below(Self.senders))
+        case 0..<40: return post()
+        case 40..<48: return .cancel(target())
+        case 48..<56: return .pause(target())
+        case 56..<62: return .resume(target())
+        case 62..<68: return .drop(target())
+        case 68..<75: return subscribe(nested: nil)
+        case 75..<78: return .dropObserver(random.below(Self.observers))
+        case 78..<80: return .dropSender(random.below(Self.senders))
+        case 80..<88: return .notify(protocol: random.below(Self.protocols), nested: nil)
+        case 88..<94: return addProtocolObserver()
+        default: return removeProtocolObserver()
         }
     }
 }
@@ -394,6 +438,14 @@ final class ModelHarness {
                 return "after `\(op)` subscriptionCount(for: name\(name)) is \(counted), model says \(expected)"
             }
         }
+        for p in 0..<ModelGenerator.protocols {
+            let listed = real.observerSlots(p)
+            let expected = model.observerSlots(p)
+            if listed != expected {
+                return "after `\(op)` observers(for: protocol\(p)) is \(listed.map { "observer\($0)" }), "
+                    + "model says \(expected.map { "observer\($0)" })"
+            }
+        }
         let realIDs = Set(real.tokenIDs)
         let modelIDs = Set(model.present.keys)
         if realIDs != modelIDs {
@@ -473,12 +525,48 @@ final class RealSide: @unchecked Sendable {
         case .pause(let id): token(id)?.pause()
         case .resume(let id): token(id)?.resume()
         case .drop(let id): dropToken(id)
-        case .newObserver(let o): if observers[o] == nil { observers[o] = ModelObserver() }
+        case .newObserver(let o): if observers[o] == nil { observers[o] = ModelObserver(slot: o) }
         case .dropObserver(let o): observers[o] = nil
         case .newSender(let s): if senders[s] == nil { senders[s] = ModelSender() }
         case .dropSender(let s): senders[s] = nil
         case let .post(name, post, from):
             return self.post(name, post, from)
+        case let .addProtocolObserver(p, o):
+            guard let observer = observers[o] else { break }
+            if p == 0 {
+                center.addObserver(observer, for: (any ModelProtocolA).self)
+            } else {
+                center.addObserver(observer, for: (any ModelProtocolB).self)
+            }
+        case let .observeProtocol(id, p, o, owned):
+            guard let observer = observers[o] else { break }
+            let token =
+                p == 0
+                ? center.observe(observer, for: (any ModelProtocolA).self)
+                : center.observe(observer, for: (any ModelProtocolB).self)
+            dropToken(id)
+            if owned { observer.tokens[id] = token } else { tokens[id] = token }
+        case let .removeProtocolObserver(p, o):
+            guard let observer = observers[o] else { break }
+            if p == 0 {
+                center.removeObserver(observer, for: (any ModelProtocolA).self)
+            } else {
+                center.removeObserver(observer, for: (any ModelProtocolB).self)
+            }
+        case .removeObserverEverywhere(let o):
+            guard let observer = observers[o] else { break }
+            center.removeObserver(observer)
+        case let .notify(p, nested):
+            if p == 0 {
+                return center.notify((any ModelProtocolA).self) { observer in
+                    observer.ping()
+                    self.notified(0, observer as AnyObject, nested)
+                }
+            }
+            return center.notify((any ModelProtocolB).self) { observer in
+                observer.pong()
+                self.notified(1, observer as AnyObject, nested)
+            }
         case .drain:
             // The marker goes in behind the deliveries already waiting, before the queue runs:
             // it suspends the queue from inside, which stops it right after the marker, so
@@ -513,13 +601,31 @@ final class RealSide: @unchecked Sendable {
         }
     }
 
+    /// What a notify body does for each observer: log the call, then run the nested operation.
+    func notified(_ p: Int, _ observer: AnyObject, _ nested: ModelOp?) {
+        ran("protocol\(p) observer\((observer as! ModelObserver).slot)", nested)
+    }
+
+    /// The observers `observers(for:)` lists, by slot.
+    func observerSlots(_ p: Int) -> [Int] {
+        let listed: [AnyObject] =
+            p == 0
+            ? center.observers(for: (any ModelProtocolA).self).map { $0 as AnyObject }
+            : center.observers(for: (any ModelProtocolB).self).map { $0 as AnyObject }
+        return listed.map { ($0 as! ModelObserver).slot }
+    }
+
     /// What every handler does: log the call, then run the nested operation if not too deep.
     func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) {
+        ran("#\(id).\(serial) \(description)", nested)
+    }
+
+    func ran(_ call: String, _ nested: ModelOp?) {
         depth += 1
         defer { depth -= 1 }
-        log.append("#\(id).\(serial) \(description)")
+        log.append(call)
         guard let nested, depth <= ModelCheck.maxDepth else { return }
-        if let returned = apply(nested) { log.append("nested post returned \(returned)") }
+        if let returned = apply(nested) { log.append("nested \(nested.verb) returned \(returned)") }
     }
 
     static func describe(_ post: PostObject) -> String {
@@ -646,10 +752,26 @@ final class RealSide: @unchecked Sendable {
     }
 }
 
-/// An observer for selector registrations; it may own tokens.
-final class ModelObserver: @unchecked Sendable {
+/// The protocols of the protocol-observer operations.
+protocol ModelProtocolA: AnyObject {
+    func ping()
+}
+
+protocol ModelProtocolB: AnyObject {
+    func pong()
+}
+
+/// An observer for selector registrations and for both protocols; it may own tokens.
+final class ModelObserver: ModelProtocolA, ModelProtocolB, @unchecked Sendable {
     // @unchecked: only used by the harness's one thread at a time (see `RealSide`).
+    let slot: Int
     var tokens: [Int: Subscription] = [:]
+    var pings = 0
+
+    init(slot: Int) { self.slot = slot }
+
+    func ping() { pings += 1 }
+    func pong() { pings += 1 }
 }
 
 final class ModelSender: Sendable {}
@@ -677,12 +799,28 @@ final class ReferenceModel {
         var state = State.active
     }
 
+    /// A protocol registration: one observer (slot and generation) for one protocol.
+    struct Registration {
+        let observer: (slot: Int, generation: Int)
+        var state = State.active  // active, paused or cancelled (removed)
+    }
+
+    /// What a token controls, and the generation of the observer holding it, if one does.
+    struct Token {
+        enum Target { case entry(Int), registration(Int) }
+        let target: Target
+        let ownerGeneration: Int?
+    }
+
     let plantedBug: Bool
     var entries: [Int: Entry] = [:]
     /// Per name, entry serials in subscription order (guarantee 1).
     var routes: [[Int]] = Array(repeating: [], count: ModelGenerator.names)
-    /// Token id → serial of the entry it owns, while the token exists.
-    var present: [Int: Int] = [:]
+    /// Per protocol, registration serials in registration order.
+    var protocolLists: [[Int]] = Array(repeating: [], count: ModelGenerator.protocols)
+    var registrations: [Int: Registration] = [:]
+    /// Token id → what it controls, while the token exists.
+    var present: [Int: Token] = [:]
     /// Live observers and senders: slot → generation.
     var observers: [Int: Int] = [:]
     var senders: [Int: Int] = [:]
@@ -691,6 +829,7 @@ final class ReferenceModel {
     var log: [String] = []
     var depth = 0
     var serial = 0
+    var registrationSerial = 0
 
     init(plantedBug: Bool) { self.plantedBug = plantedBug }
 
@@ -699,11 +838,20 @@ final class ReferenceModel {
         case let .subscribe(id, name, payload, style, delivery, nested):
             subscribe(id, name, payload, style, delivery, nested)
         case .cancel(let id):
-            if let s = present[id] { entries[s]!.state = .cancelled }
+            cancel(id)
         case .pause(let id):
-            if let s = present[id], entries[s]!.state == .active { entries[s]!.state = .paused }
+            switch present[id]?.target {
+            case .entry(let s)?: if entries[s]!.state == .active { entries[s]!.state = .paused }
+            case .registration(let r)?: if registrations[r]!.state != .cancelled { registrations[r]!.state = .paused }
+            case nil: break
+            }
         case .resume(let id):
-            if !plantedBug, let s = present[id], entries[s]!.state == .paused { entries[s]!.state = .active }
+            guard !plantedBug else { break }
+            switch present[id]?.target {
+            case .entry(let s)?: if entries[s]!.state == .paused { entries[s]!.state = .active }
+            case .registration(let r)?: if registrations[r]!.state != .cancelled { registrations[r]!.state = .active }
+            case nil: break
+            }
         case .drop(let id):
             drop(id)
         case .newObserver(let o):
@@ -714,7 +862,7 @@ final class ReferenceModel {
         case .dropObserver(let o):
             guard let g = observers.removeValue(forKey: o) else { break }
             // Tokens the observer owned go with it.
-            for (id, s) in present where entries[s]!.owned && entries[s]!.observer?.generation == g { drop(id) }
+            for (id, token) in present where token.ownerGeneration == g { drop(id) }
         case .newSender(let s):
             if senders[s] == nil {
                 generation += 1
@@ -736,14 +884,72 @@ final class ReferenceModel {
                 if let o = e.observer, observers[o.slot] != o.generation { continue }
                 call(e, item.description)
             }
+        case let .addProtocolObserver(p, o):
+            _ = register(p, o)
+        case let .observeProtocol(id, p, o, owned):
+            guard let r = register(p, o) else { break }
+            drop(id)
+            present[id] = Token(target: .registration(r), ownerGeneration: owned ? observers[o] : nil)
+        case let .removeProtocolObserver(p, o):
+            if let r = registration(p, o) { registrations[r]!.state = .cancelled }
+        case .removeObserverEverywhere(let o):
+            for p in 0..<ModelGenerator.protocols {
+                if let r = registration(p, o) { registrations[r]!.state = .cancelled }
+            }
+        case let .notify(p, nested):
+            // Observers added during the notify are not called by it (a copy); each one is
+            // checked right before its call.
+            var called = 0
+            for r in protocolLists[p] where reachable(registrations[r]!) {
+                called += 1
+                call("protocol\(p) observer\(registrations[r]!.observer.slot)", nested)
+            }
+            compact()
+            return called
         }
         compact()
         return nil
     }
 
+    /// The current (not removed) registration of observer slot `o` for protocol `p`.
+    func registration(_ p: Int, _ o: Int) -> Int? {
+        guard let g = observers[o] else { return nil }
+        return protocolLists[p].first { r in
+            let registration = registrations[r]!
+            return registration.observer == (o, g) && registration.state != .cancelled
+        }
+    }
+
+    /// Finds or makes the registration of observer slot `o` for protocol `p` (an observer
+    /// registered twice keeps its one registration and its place).
+    func register(_ p: Int, _ o: Int) -> Int? {
+        guard let g = observers[o] else { return nil }
+        if let r = registration(p, o) { return r }
+        registrationSerial += 1
+        registrations[registrationSerial] = Registration(observer: (o, g))
+        protocolLists[p].append(registrationSerial)
+        return registrationSerial
+    }
+
+    func reachable(_ r: Registration) -> Bool {
+        r.state == .active && observers[r.observer.slot] == r.observer.generation
+    }
+
+    func observerSlots(_ p: Int) -> [Int] {
+        protocolLists[p].map { registrations[$0]! }.filter(reachable).map(\.observer.slot)
+    }
+
+    func cancel(_ id: Int) {
+        switch present[id]?.target {
+        case .entry(let s)?: entries[s]!.state = .cancelled
+        case .registration(let r)?: registrations[r]!.state = .cancelled
+        case nil: break
+        }
+    }
+
     func drop(_ id: Int) {
-        guard let s = present.removeValue(forKey: id) else { return }
-        entries[s]!.state = .cancelled
+        cancel(id)
+        present[id] = nil
     }
 
     func subscribe(
@@ -771,7 +977,7 @@ final class ReferenceModel {
             observer: observer, owned: owned, sender: sender)
         routes[name].append(serial)
         drop(id)
-        present[id] = serial
+        present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }
 
     /// Whether the entry would be reached by the next post (guarantees 8, 11, 14).
@@ -787,7 +993,10 @@ final class ReferenceModel {
     }
 
     func isActive(_ id: Int) -> Bool {
-        reachable(entries[present[id]!]!)
+        switch present[id]!.target {
+        case .entry(let s): return reachable(entries[s]!)
+        case .registration(let r): return reachable(registrations[r]!)
+        }
     }
 
     /// What a subscription taking `payload` receives from `post`, or `nil` if it does not
@@ -834,22 +1043,45 @@ final class ReferenceModel {
     }
 
     func call(_ e: Entry, _ description: String) {
+        call("#\(e.id).\(e.serial) \(description)", e.nested)
+    }
+
+    /// A handler or notify body runs: it logs, then runs its nested operation if not too deep.
+    func call(_ text: String, _ nested: ModelOp?) {
         depth += 1
         defer { depth -= 1 }
-        log.append("#\(e.id).\(e.serial) \(description)")
-        guard let nested = e.nested, depth <= ModelCheck.maxDepth else { return }
-        if let returned = apply(nested) { log.append("nested post returned \(returned)") }
+        log.append(text)
+        guard let nested, depth <= ModelCheck.maxDepth else { return }
+        if let returned = apply(nested) { log.append("nested \(nested.verb) returned \(returned)") }
     }
 
     /// Forgets entries that can never be reached again, outside any post.
     func compact() {
         guard depth == 0 else { return }
         let waiting = Set(pending.map(\.serial))
+        var held = Set<Int>()
+        var heldRegistrations = Set<Int>()
+        for token in present.values {
+            switch token.target {
+            case .entry(let s): held.insert(s)
+            case .registration(let r): heldRegistrations.insert(r)
+            }
+        }
         for name in routes.indices {
             routes[name].removeAll { s in
                 let state = entries[s]!.state
                 let gone = (state == .cancelled || state == .spent) && !waiting.contains(s)
-                if gone && !present.values.contains(s) { entries[s] = nil }
+                if gone && !held.contains(s) { entries[s] = nil }
+                return gone
+            }
+        }
+        for p in protocolLists.indices {
+            protocolLists[p].removeAll { r in
+                let registration = registrations[r]!
+                let gone =
+                    registration.state == .cancelled
+                    || observers[registration.observer.slot] != registration.observer.generation
+                if gone && !heldRegistrations.contains(r) { registrations[r] = nil }
                 return gone
             }
         }
