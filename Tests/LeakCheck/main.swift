@@ -77,14 +77,21 @@ final class Sender: Sendable {
     deinit { Track.senders.down() }
 }
 
-/// An observer for selector registrations; it may own its token, as real observers do.
-final class Observer: @unchecked Sendable {
+/// The protocol of the protocol-observer style.
+protocol LeakObserver: AnyObject {
+    func leaked(_ payload: Payload)
+}
+
+/// An observer for selector registrations and protocol observers; it may own its token, as real
+/// observers do.
+final class Observer: LeakObserver, @unchecked Sendable {
     // @unchecked: `token` is only touched by the worker thread.
     var token: Subscription?
     init() { Track.observers.up() }
     deinit { Track.observers.down() }
     func receive(_ post: PostObject) { called() }
     func receive(payload: Payload) { called() }
+    func leaked(_ payload: Payload) { called() }
 }
 
 // MARK: Styles
@@ -141,7 +148,7 @@ extension Style {
             center.post(itemTopic, Payload(i))
             observer = nil
             center.post(itemTopic, Payload(i))  // reaches nobody now
-            if token.isActive { return 1_000_000 }  // breaks the call count check
+            if token.isActive { fail("a registration whose observer died is still active") }
             return 1
         },
         Style(name: "one-shot, fired and unfired") { center, i, _ in
@@ -233,8 +240,20 @@ extension Style {
             token.cancel()
             return 1
         },
-        // TODO(protocol observers, issue 3): once `addObserver`/`removeObserver`/`notify` are in main,
-        // add a style that adds a protocol observer, notifies it, and lets the observer die.
+        Style(name: "protocol observers: added, observed with a token, removed, dying") { center, i, _ in
+            var kept: Observer? = Observer()
+            var dying: Observer? = Observer()
+            center.addObserver(kept!, for: (any LeakObserver).self)
+            dying!.token = center.observe(dying!, for: (any LeakObserver).self)
+            let payload = Payload(i)
+            let first = center.notify((any LeakObserver).self) { $0.leaked(payload) }
+            dying = nil  // takes its token, and so its registration, with it
+            center.removeObserver(kept!, for: (any LeakObserver).self)
+            let second = center.notify((any LeakObserver).self) { $0.leaked(payload) }
+            kept = nil
+            if first != 2 || second != 0 { fail("notify reached \(first) then \(second) observers, expected 2 then 0") }
+            return 2
+        },
     ]
 }
 
@@ -336,6 +355,9 @@ func check(_ center: PostCenter, _ phase: String) {
             "leak.outer"]
     for name in names where center.subscriptionCount(for: name) != 0 {
         fail("\(phase): \(center.subscriptionCount(for: name)) subscriptions of \"\(name)\" left")
+    }
+    if !center.observers(for: (any LeakObserver).self).isEmpty {
+        fail("\(phase): protocol observers left")
     }
     if Track.calls.load(ordering: .relaxed) != Track.expected {
         fail("\(phase): \(Track.calls.load(ordering: .relaxed)) handler calls, expected \(Track.expected)")
