@@ -240,6 +240,39 @@ extension Style {
             token.cancel()
             return 1
         },
+        Style(name: "async sequence: iterated, and dropped unused", dispatch: true) { center, i, _ in
+            let sequence = center.posts(itemTopic)
+            let unused = center.posts("leak.async")
+            center.post(itemTopic, Payload(i))
+            center.post("leak.async", data: Payload(i))
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                var iterator = sequence.makeAsyncIterator()
+                if let item = await iterator.next(), item.value == i { called() }
+                done.signal()
+            }
+            done.wait()
+            withExtendedLifetime(unused) {}
+            return 1
+        },
+        Style(name: "Foundation bridge: NotificationCenter token and forwarding") { center, i, _ in
+            let notifications = NotificationCenter()
+            let capture = Capture()
+            let token = notifications.subscribe(to: Notification.Name("leak.foundation")) { _ in
+                withExtendedLifetime(capture) {}
+                called()
+            }
+            let forward = center.forward("leak.forward", to: notifications)
+            let forwarded = notifications.subscribe(to: Notification.Name("leak.forward")) { note in
+                if (note.object as? PostObject)?.data is Payload { called() }
+            }
+            notifications.post(name: Notification.Name("leak.foundation"), object: nil)
+            center.post("leak.forward", data: Payload(i))
+            token.cancel()
+            forward.cancel()
+            forwarded.cancel()
+            return 2
+        },
         Style(name: "protocol observers: added, observed with a token, removed, dying") { center, i, _ in
             var kept: Observer? = Observer()
             var dying: Observer? = Observer()
@@ -352,7 +385,7 @@ func check(_ center: PostCenter, _ phase: String) {
     }
     let names = (0..<64).map { "leak.plain.\($0)" } + (0..<8).map { "leak.once.\($0)" }
         + ["leak.typed", "leak.count", "leak.observer", "leak.sender", "leak.queued", "leak.main", "leak.inner",
-            "leak.outer"]
+            "leak.outer", "leak.async", "leak.forward"]
     for name in names where center.subscriptionCount(for: name) != 0 {
         fail("\(phase): \(center.subscriptionCount(for: name)) subscriptions of \"\(name)\" left")
     }
