@@ -161,6 +161,20 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
     /// `notify(protocol)`; the body calls the observer, then runs `nested`.
     case notify(protocol: Int, nested: ModelOp?)
 
+    /// The same operation without its nested operation, or `nil` when it has none.
+    var withoutNested: ModelOp? {
+        switch self {
+        case let .subscribe(id, name, payload, style, delivery, nested?):
+            _ = nested
+            return .subscribe(id: id, name: name, payload: payload, style: style, delivery: delivery, nested: nil)
+        case let .notify(p, nested?):
+            _ = nested
+            return .notify(protocol: p, nested: nil)
+        default:
+            return nil
+        }
+    }
+
     /// "post" or "notify", for the log of a nested operation's return value.
     var verb: String {
         if case .notify = self { return "notify" }
@@ -388,6 +402,17 @@ enum ModelCheck {
             }
             if chunk == 1 { break }
             chunk = max(1, chunk / 2)
+        }
+        // Then simpler handlers: drop the nested operations that the failure does not need.
+        for i in current.indices.reversed() where budget > 0 && i < current.count {
+            guard let simpler = current[i].withoutNested else { continue }
+            var candidate = current
+            candidate[i] = simpler
+            budget -= 1
+            if let (j, m) = firstDivergence(candidate, options: options) {
+                current = Array(candidate.prefix(j + 1))
+                currentMessage = m
+            }
         }
         return ModelFailure(originalIndex: index, originalMessage: message, shrunk: current, shrunkMessage: currentMessage)
     }

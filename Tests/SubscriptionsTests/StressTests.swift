@@ -893,12 +893,37 @@ private func busyWork(_ n: Int) -> Int {
 /// An observer whose method reports to a probe.
 private final class RaceObserver: Sendable {
     let probe: Reliability.CallProbe
-    init(probe: Reliability.CallProbe) { self.probe = probe }
+    let gate: RaceGate
+    init(probe: Reliability.CallProbe, gate: RaceGate) {
+        self.probe = probe
+        self.gate = gate
+    }
     func receive(_ post: PostObject) {
         probe.enter()
-        _ = busyWork(100)
+        gate.pass()
         probe.exit()
     }
+}
+
+/// What a raced handler does: a little work, or, when the gate `holds`, wait until the test
+/// thread is about to end the subscription and then a longer piece of work, so that the end
+/// lands while the handler runs and `cancel()` must wait for it.
+private final class RaceGate: Sendable {
+    let holds: Bool
+    private let opened = Atomic<Bool>(false)
+
+    init(holds: Bool) { self.holds = holds }
+
+    func pass() {
+        guard holds else {
+            _ = busyWork(100)
+            return
+        }
+        while !opened.load(ordering: .acquiring) { sched_yield() }
+        _ = busyWork(2000)
+    }
+
+    func open() { opened.store(true, ordering: .releasing) }
 }
 
 /// Rounds of: subscribe, let the poster thread deliver, end the subscription while it is being
@@ -925,13 +950,16 @@ private struct CancelRace {
         var random = Reliability.Random(seed: 0xCA_9CE1 &+ UInt64(RaceStyle.allCases.firstIndex(of: style)!))
         var result = Result()
         poster.start()
-        for _ in 0..<rounds {
+        for round in 0..<rounds {
             let probe = Reliability.CallProbe()
             let capture = Reliability.Capture(captures)
+            // Every other round the handler holds until the end is requested, so that the end
+            // surely lands while a handler runs; the other rounds let it land anywhere.
+            let gate = RaceGate(holds: round % 2 == 0)
             let handler: @Sendable () -> Void = {
                 withExtendedLifetime(capture) {}
                 probe.enter()
-                _ = busyWork(100)
+                gate.pass()
                 probe.exit()
             }
             var observer: RaceObserver? = nil
@@ -940,7 +968,7 @@ private struct CancelRace {
             case .plain: token = center.subscribe(name) { _ in handler() }
             case .typed: token = center.subscribe(Topic<Int>(name)) { _ in handler() }
             case .selector:
-                observer = RaceObserver(probe: probe)
+                observer = RaceObserver(probe: probe, gate: gate)
                 token = center.register(name, observer: observer!, selector: RaceObserver.receive)
             case .queued: token = center.subscribe(name, delivery: .queue(queue)) { _ in handler() }
             case .senderFiltered: token = center.subscribe(name, from: poster.sender) { _ in handler() }
@@ -948,6 +976,7 @@ private struct CancelRace {
             }
             Reliability.wait(for: "the first \(style) delivery") { probe.calls.load(ordering: .relaxed) > 0 }
             for _ in 0..<random.below(4) { sched_yield() }
+            gate.open()
             switch end {
             case .cancel: token!.cancel()
             case .dropToken: token = nil
