@@ -160,10 +160,10 @@ extension PostObject {
     /// The result is a **copy** of the envelope: the same ``flag``, the same ``data`` object
     /// (held weakly, like the original: it reads `nil` once the data object deallocated) and,
     /// for an envelope of a typed post, the same ``payload(as:)`` value. For the original object
-    /// itself, use `notification.object as? PostObject`.
+    /// itself, use `notification.object as? PostObject`. The initialiser fails (`nil`) when the
+    /// notification's object is not a `PostObject` (or is `nil`).
     ///
     /// - Parameter notification: A notification whose `object` is a `PostObject`.
-    /// - Returns: `nil` when the notification's object is not a `PostObject` (or is `nil`).
     public convenience init?(_ notification: Notification) {
         guard let original = notification.object as? PostObject else { return nil }
         let data = original.data

@@ -7,7 +7,6 @@ import Testing
 /// Regressions for engine bugs found while building other features.
 @Suite("Engine regressions")
 struct EngineBugTests {
-
     /// Two threads post the same name; from inside the same (first) handler each cancels a
     /// different later subscription of it. Neither cancelled handler is running, so neither
     /// cancel may wait for the other thread. (The engine once waited for every delivery of the

@@ -1,7 +1,7 @@
 import Foundation
+import Subscriptions
 import Synchronization
 import Testing
-import Subscriptions
 
 private let ping = Notification.Name("bridge.ping")
 

@@ -1,5 +1,5 @@
-internal import _SubscriptionsShims
 import Synchronization
+internal import _SubscriptionsShims
 
 /// The center's stripes, reachable without reference counting: `owners` keeps them alive, `base`
 /// is read on the post path.

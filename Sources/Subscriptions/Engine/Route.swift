@@ -1,5 +1,5 @@
-internal import _SubscriptionsShims
 import Synchronization
+internal import _SubscriptionsShims
 
 /// What a delivery in progress publishes about itself, in memory owned by the delivering thread
 /// (its stack) for as long as its frame is linked.
@@ -98,8 +98,9 @@ final class _Stripe: Sendable {
     let mutex = _Lock(_NameTable())
     /// Keeps the lock words of stripes allocated one after another on different cache lines,
     /// so that threads posting names of different stripes do not slow each other down.
-    private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    private let _padding:
+        (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 /// The registry of one name.
@@ -350,7 +351,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     /// Whether a delivery of another thread, linked before `plan.mark`, may still call the entry.
     func lockedOthersMayCall(_ plan: _CancelPlan, _ thread: UInt, precise: Bool) -> Bool {
-        frames.any { $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise) }
+        frames.any {
+            $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise)
+        }
     }
 
     /// How many subscriptions the next post would reach.
