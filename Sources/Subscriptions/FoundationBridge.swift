@@ -30,14 +30,16 @@ extension NotificationCenter {
     /// - When ``Subscription/cancel()`` returns (or the token's deinit ends), the Foundation
     ///   observer is removed, no handler call is running on another thread, no call starts again
     ///   (also for notifications already waiting in `queue`), and the handler closure is released.
-    ///   Cancelling from inside the handler returns at once; that call finishes normally.
+    ///   Cancelling from inside the handler returns at once; that call finishes normally, and the
+    ///   closure is released when the last running call ends.
     /// - ``Subscription/pause()`` drops notifications until ``Subscription/resume()``; notifications
     ///   already waiting in `queue` are dropped too when they come up while paused.
     /// - ``Subscription/isActive`` is `false` once cancelled, while paused, or once the
     ///   notification center deallocated. The token holds the center weakly.
     ///
     /// > Warning: Like every cancellation, `cancel()` waits for a handler call running on another
-    /// > thread. Do not call it while holding a lock that the handler waits for.
+    /// > thread. Do not call it while holding a lock that the handler waits for, or on a thread
+    /// > that the handler waits for.
     public func subscribe(
         to name: Notification.Name, object: AnyObject? = nil, queue: OperationQueue? = nil,
         handler: @escaping @Sendable (Notification) -> Void
