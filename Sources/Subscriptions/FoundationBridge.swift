@@ -8,7 +8,7 @@ extension NotificationCenter {
     /// deinitialised, so Foundation notifications get the same auto-removal as ``PostCenter``.
     ///
     /// ```swift
-    /// token = NotificationCenter.default.subscribe(to: .NSSystemClockDidChange) { _ in
+    /// token = NotificationCenter.default.subscribe(to: .NSSystemTimeZoneDidChange) { _ in
     ///     refreshClock()
     /// }
     /// ```
