@@ -116,8 +116,8 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
 
     override func _cancel(_ token: Subscription) {
         let thread = _currentThreadID()
-        let (handler, observer) = state.withLock { s in
-            let taken = (s.handler, s.observer)
+        let (handler, observer, selfRunning) = state.withLock { s in
+            let taken = (s.handler, s.observer, s.running.contains(thread))
             s.handler = nil
             s.observer = nil
             return taken
@@ -125,9 +125,11 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
         // Outside our lock: Foundation takes its own lock, which it may hold while calling us.
         if let observer { center?.removeObserver(observer.value) }
         // No call starts from now on (the handler is gone); wait for those already running on
-        // other threads. Calls on this thread are the caller's own stack: waiting would deadlock.
+        // other threads, unless this thread is inside the handler itself: then return at once,
+        // like `PostCenter` tokens (two threads cancelling from inside the handler would
+        // otherwise wait for each other). Running calls hold their own reference to the closure.
         var attempt = 0
-        while state.withLock({ s in s.running.contains { $0 != thread } }) {
+        while !selfRunning && state.withLock({ s in s.running.contains { $0 != thread } }) {
             _backoff(attempt)
             attempt += 1
         }

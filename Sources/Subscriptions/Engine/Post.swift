@@ -187,3 +187,9 @@ func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
         return body(cell)
     }
 }
+
+/// Whether this process can run the process-wide fence that makes `cancel()` wait only for
+/// deliveries calling the cancelled handler (see `_Route`). For tests and diagnostics.
+func _processFenceAvailable() -> Bool {
+    _subscriptions_process_fence() == 1
+}
