@@ -69,7 +69,9 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         }
         expected = 0
     case "ncunheard":
-        for i in 0..<1000 { observeMany(foundation, Notification.Name("bench.busy.\(i)"), counter, 1, into: &observers) }
+        for i in 0..<1000 {
+            observeMany(foundation, Notification.Name("bench.busy.\(i)"), counter, 1, into: &observers)
+        }
         postNotification(foundation, Notification.Name("bench.nobody"), nil, iterations)
         expected = 0
     case "subcancel", "subcancel100k":
@@ -77,7 +79,8 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         subscribeMany(center, name, counter, held, into: &tokens)
         subscribeAndCancel(center, name, counter, iterations)
         expected = 0
-        precondition(center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
+        precondition(
+            center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
     case "ncsubcancel":
         let notificationName = Notification.Name(name)
         observeMany(foundation, notificationName, counter, 10, into: &observers)

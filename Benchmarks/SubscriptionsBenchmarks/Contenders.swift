@@ -30,7 +30,8 @@ func postEnvelope(_ center: PostCenter, _ name: String, _ envelope: PostObject, 
 }
 
 @inline(never)
-func postNotification(_ center: NotificationCenter, _ name: Notification.Name, _ sender: AnyObject?, _ iterations: Int) {
+func postNotification(_ center: NotificationCenter, _ name: Notification.Name, _ sender: AnyObject?, _ iterations: Int)
+{
     for _ in 0..<iterations { center.post(name: name, object: sender) }
 }
 
@@ -61,7 +62,9 @@ func observeAndRemove(_ center: NotificationCenter, _ name: Notification.Name, _
 
 /// Subscribes `count` plain handlers to `name`, each with its own closure context.
 @inline(never)
-func subscribeMany(_ center: PostCenter, _ name: String, _ counter: Counter, _ count: Int, into tokens: inout [Subscription]) {
+func subscribeMany(
+    _ center: PostCenter, _ name: String, _ counter: Counter, _ count: Int, into tokens: inout [Subscription]
+) {
     for _ in 0..<count {
         tokens.append(center.subscribe(name) { _ in counter.pointer.pointee &+= 1 })
     }
@@ -84,7 +87,8 @@ func observeMany(
     into observers: inout [NSObjectProtocol]
 ) {
     for _ in 0..<count {
-        observers.append(center.addObserver(forName: name, object: nil, queue: nil) { _ in counter.pointer.pointee &+= 1 })
+        observers.append(
+            center.addObserver(forName: name, object: nil, queue: nil) { _ in counter.pointer.pointee &+= 1 })
     }
 }
 

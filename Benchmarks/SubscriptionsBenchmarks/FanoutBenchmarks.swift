@@ -144,7 +144,9 @@ func fanoutSection(_ config: RunConfig) -> Section {
 func unheardSection(_ config: RunConfig) -> Section {
     var section = Section(
         id: "unheard", title: "Post to a name nobody listens to (1000 other names have a subscriber each)",
-        notes: ["ns/post: median over \(config.repetitions) repetitions; NC/ours: NotificationCenter's ns/post ÷ this row's."],
+        notes: [
+            "ns/post: median over \(config.repetitions) repetitions; NC/ours: NotificationCenter's ns/post ÷ this row's."
+        ],
         columns: ["contender", "ns/post", "spread", "NC/ours", "target", "result"])
     let names = 1000
     let counter = Counter.make()

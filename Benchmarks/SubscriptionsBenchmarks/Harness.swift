@@ -65,7 +65,8 @@ enum Clock: String {
     var description: String {
         switch self {
         case .cpu:
-            return "CPU time of the measuring thread (CLOCK_THREAD_CPUTIME_ID): time spent preempted by other processes does not count"
+            return
+                "CPU time of the measuring thread (CLOCK_THREAD_CPUTIME_ID): time spent preempted by other processes does not count"
         case .wall: return "wall-clock time"
         }
     }

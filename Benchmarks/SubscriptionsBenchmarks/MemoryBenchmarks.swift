@@ -22,7 +22,9 @@ import Subscriptions
         // Field order: arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost.
         return withUnsafeBytes(of: &result) { raw in
             let word = MemoryLayout<UInt>.size
-            return (raw.load(fromByteOffset: 7 * word, as: UInt.self), raw.load(fromByteOffset: 4 * word, as: UInt.self))
+            return (
+                raw.load(fromByteOffset: 7 * word, as: UInt.self), raw.load(fromByteOffset: 4 * word, as: UInt.self)
+            )
         }
     }
 #endif
@@ -58,7 +60,10 @@ func memorySection(_ config: RunConfig, quick: Bool) -> Section {
         section.notes.append("n/a: heap statistics need glibc's mallinfo2(); this platform has none.")
         for label in ["PostCenter plain subscribe", "PostCenter typed subscribe", "NotificationCenter addObserver"] {
             section.add(
-                [label, "n/a", "n/a", "n/a", "n/a", label.hasPrefix("PostCenter") ? "≤\(Int(target)) B (with closure)" : "", "n/a"],
+                [
+                    label, "n/a", "n/a", "n/a", "n/a",
+                    label.hasPrefix("PostCenter") ? "≤\(Int(target)) B (with closure)" : "", "n/a",
+                ],
                 Row(contender: label, size: count, figures: [:], target: nil, pass: nil))
         }
         return section

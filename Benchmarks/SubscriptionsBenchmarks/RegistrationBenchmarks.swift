@@ -49,7 +49,8 @@ func subscribeCancelSection(_ config: RunConfig) -> Section {
     // The held subscriptions are intact: one post reaches each exactly once.
     for g in groups {
         counter.reset()
-        expectCalls(g.center.post(name, PostObject()), g.k, "post after subscribe + cancel with \(g.k) held (returned count)")
+        expectCalls(
+            g.center.post(name, PostObject()), g.k, "post after subscribe + cancel with \(g.k) held (returned count)")
         g.foundation.post(name: notificationName, object: nil)
         expectCalls(counter.value, 2 * g.k, "posts after subscribe + cancel with \(g.k) held")
     }

@@ -47,7 +47,8 @@ func threadsSection(_ config: RunConfig) -> Section {
             "This machine has \(ProcessInfo.processInfo.activeProcessorCount) logical CPUs, shared with other work.",
         ],
         columns: [
-            "subscribers", "contender", "wall ns/post", "Mposts/s", "spread", "vs 1 thread", "CPU ns/post", "CPU scaling", "target",
+            "subscribers", "contender", "wall ns/post", "Mposts/s", "spread", "vs 1 thread", "CPU ns/post",
+            "CPU scaling", "target",
             "result",
         ])
     for subscribers in [1, 10] {
@@ -67,7 +68,8 @@ func threadsSection(_ config: RunConfig) -> Section {
                 for c in counters + returned + cpu { c.reset() }
                 let elapsed = postFromThreads(
                     center, Array(topics.prefix(threads)), value, iterations, returned: returned, cpu: cpu)
-                let cpuPerPost = (0..<threads).map { Double(cpu[$0].value) / Double(iterations) }.reduce(0, +) / Double(threads)
+                let cpuPerPost =
+                    (0..<threads).map { Double(cpu[$0].value) / Double(iterations) }.reduce(0, +) / Double(threads)
                 cpuSamples[threads]!.append(cpuPerPost)
                 for t in 0..<threads {
                     let what = "\(threads)-thread post, thread \(t), \(subscribers) subscriber(s)"
@@ -110,7 +112,8 @@ func threadsSection(_ config: RunConfig) -> Section {
                         "iterationsPerThreadPerRepetition": Double(c.iterations),
                         "cpuNsPerPostPerThread": mine ? cpuTwo : cpuOne, "cpuScaling": cpuScaling,
                     ],
-                    target: mine ? checks.first?.target : nil, pass: mine && !checks.isEmpty ? checks.allSatisfy(\.pass) : nil))
+                    target: mine ? checks.first?.target : nil,
+                    pass: mine && !checks.isEmpty ? checks.allSatisfy(\.pass) : nil))
         }
         withExtendedLifetime(tokens) {}
     }

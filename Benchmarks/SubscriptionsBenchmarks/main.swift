@@ -95,7 +95,8 @@ func runBenchmarks(_ options: Options) {
         print("WARNING: debug build. Figures are meaningless; run `swift run -c release SubscriptionsBenchmarks`.\n")
     #endif
     print("# Subscriptions benchmark (issue 5)")
-    print("CPU: \(cpuModel()), \(ProcessInfo.processInfo.activeProcessorCount) logical CPUs; load average \(loadBefore)")
+    print(
+        "CPU: \(cpuModel()), \(ProcessInfo.processInfo.activeProcessorCount) logical CPUs; load average \(loadBefore)")
     print(
         "Each figure: median of \(config.repetitions) timed repetitions of ≥ \(config.minimumRunNanos / 1_000_000) ms after a warm-up;"
             + " every repetition checks its exact handler-call count.")
@@ -103,7 +104,9 @@ func runBenchmarks(_ options: Options) {
     if let load = Double(loadBefore.split(separator: " ").first ?? ""),
         load > Double(ProcessInfo.processInfo.activeProcessorCount) * 0.5
     {
-        print("Note: load average \(load) on \(ProcessInfo.processInfo.activeProcessorCount) CPUs: other processes compete for them.")
+        print(
+            "Note: load average \(load) on \(ProcessInfo.processInfo.activeProcessorCount) CPUs: other processes compete for them."
+        )
     }
     if options.quick { print("--quick: a smoke run, not for quoting.") }
     print()

@@ -139,10 +139,6 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
 
     let _source: _PostsSource<Element>
 
-    init(_source: _PostsSource<Element>) {
-        self._source = _source
-    }
-
     /// Creates the one iterator of this sequence and hands it the subscription.
     ///
     /// - Precondition: not called before on this sequence (or a copy of it). Each call of

@@ -15,10 +15,10 @@ extension PostCenter {
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
             switch self {
-            case let .manySubscriptions(name, count):
+            case .manySubscriptions(let name, let count):
                 return "Subscriptions: \"\(name)\" has \(count) live subscriptions; possible leak: "
                     + "keep each Subscription in the object that owns the interest, and let it go with that object."
-            case let .deepNesting(name, depth):
+            case .deepNesting(let name, let depth):
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
                     + "a handler re-posts its own name (directly or through other names). "
                     + "Break the cycle, or post asynchronously with delivery: .queue(_:)."

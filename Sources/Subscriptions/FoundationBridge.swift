@@ -8,7 +8,7 @@ extension NotificationCenter {
     /// deinitialised, so Foundation notifications get the same auto-removal as ``PostCenter``.
     ///
     /// ```swift
-    /// token = NotificationCenter.default.subscribe(to: .NSSystemClockDidChange) { _ in
+    /// token = NotificationCenter.default.subscribe(to: .NSSystemTimeZoneDidChange) { _ in
     ///     refreshClock()
     /// }
     /// ```
@@ -30,14 +30,16 @@ extension NotificationCenter {
     /// - When ``Subscription/cancel()`` returns (or the token's deinit ends), the Foundation
     ///   observer is removed, no handler call is running on another thread, no call starts again
     ///   (also for notifications already waiting in `queue`), and the handler closure is released.
-    ///   Cancelling from inside the handler returns at once; that call finishes normally.
+    ///   Cancelling from inside the handler returns at once; that call finishes normally, and the
+    ///   closure is released when the last running call ends.
     /// - ``Subscription/pause()`` drops notifications until ``Subscription/resume()``; notifications
     ///   already waiting in `queue` are dropped too when they come up while paused.
     /// - ``Subscription/isActive`` is `false` once cancelled, while paused, or once the
     ///   notification center deallocated. The token holds the center weakly.
     ///
     /// > Warning: Like every cancellation, `cancel()` waits for a handler call running on another
-    /// > thread. Do not call it while holding a lock that the handler waits for.
+    /// > thread. Do not call it while holding a lock that the handler waits for, or on a thread
+    /// > that the handler waits for.
     public func subscribe(
         to name: Notification.Name, object: AnyObject? = nil, queue: OperationQueue? = nil,
         handler: @escaping @Sendable (Notification) -> Void
@@ -114,8 +116,8 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
 
     override func _cancel(_ token: Subscription) {
         let thread = _currentThreadID()
-        let (handler, observer) = state.withLock { s in
-            let taken = (s.handler, s.observer)
+        let (handler, observer, selfRunning) = state.withLock { s in
+            let taken = (s.handler, s.observer, s.running.contains(thread))
             s.handler = nil
             s.observer = nil
             return taken
@@ -123,9 +125,11 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
         // Outside our lock: Foundation takes its own lock, which it may hold while calling us.
         if let observer { center?.removeObserver(observer.value) }
         // No call starts from now on (the handler is gone); wait for those already running on
-        // other threads. Calls on this thread are the caller's own stack: waiting would deadlock.
+        // other threads, unless this thread is inside the handler itself: then return at once,
+        // like `PostCenter` tokens (two threads cancelling from inside the handler would
+        // otherwise wait for each other). Running calls hold their own reference to the closure.
         var attempt = 0
-        while state.withLock({ s in s.running.contains { $0 != thread } }) {
+        while !selfRunning && state.withLock({ s in s.running.contains { $0 != thread } }) {
             _backoff(attempt)
             attempt += 1
         }
@@ -160,10 +164,10 @@ extension PostObject {
     /// The result is a **copy** of the envelope: the same ``flag``, the same ``data`` object
     /// (held weakly, like the original: it reads `nil` once the data object deallocated) and,
     /// for an envelope of a typed post, the same ``payload(as:)`` value. For the original object
-    /// itself, use `notification.object as? PostObject`.
+    /// itself, use `notification.object as? PostObject`. The initialiser fails (`nil`) when the
+    /// notification's object is not a `PostObject` (or is `nil`).
     ///
     /// - Parameter notification: A notification whose `object` is a `PostObject`.
-    /// - Returns: `nil` when the notification's object is not a `PostObject` (or is `nil`).
     public convenience init?(_ notification: Notification) {
         guard let original = notification.object as? PostObject else { return nil }
         let data = original.data

@@ -20,7 +20,9 @@ import Synchronization
 /// - **Threads**: every method is safe from any thread, including inside handlers. No lock is held
 ///   while a handler (or any other user code, such as a deinit) runs.
 /// - **Cancellation**: when ``Subscription/cancel()`` returns, the handler is not running on any
-///   other thread and never starts again.
+///   other thread and never starts again, and its closure has been released. Called from inside
+///   that handler, `cancel()` returns at once. It waits only for deliveries that may still call
+///   the cancelled handler; see ``Subscription/cancel()`` for the one deadlock this allows.
 /// - **Lifetimes**: the center never retains a token or an observer, and keeps a handler closure
 ///   only while its subscription lives.
 ///

@@ -40,19 +40,35 @@ public final class Subscription: Hashable, @unchecked Sendable {
     /// Ends the registration.
     ///
     /// When `cancel()` returns, the handler is not running on any other thread and never starts
-    /// again; the center has released the handler closure and everything it captured. Deliveries
-    /// still waiting in a queue are dropped.
+    /// again, and the center has released the handler closure and everything it captured.
+    /// Deliveries still waiting in a queue (or for the main actor) are dropped. Dropping the last
+    /// reference to the token does the same.
     ///
-    /// Cancelling from inside a handler (at any depth of nested posts) returns at once; a handler
-    /// that is running on the calling thread finishes normally.
+    /// `cancel()` waits only for deliveries that may still call this handler: on Linux, a post
+    /// that is calling it right now or a queued or main-actor call of it. Where no process-wide
+    /// memory fence (Linux `membarrier`) is available, it also waits for posts of the name on
+    /// other threads that started earlier and have not yet passed this subscription in the
+    /// delivery order. Cancelling a subscription whose handler is not running never waits for
+    /// other handlers on Linux.
     ///
-    /// > Warning: `cancel()` waits for deliveries of the same name that are running on other
-    /// > threads. Do not call it while holding a lock that such a handler waits for: that
-    /// > deadlocks, as it would with any synchronous cancellation.
+    /// Cancelling from inside the handler itself (at any depth of nested posts) returns at once,
+    /// without waiting for anything: that call finishes normally, calls of the same handler that
+    /// are already running on other threads may still be finishing, and the closure is released
+    /// when the last delivery that may reach it ends.
+    ///
+    /// > Warning: Do not call `cancel()` while holding a lock that the running handler being
+    /// > cancelled waits for, or on a thread it waits for (such as the main thread, while the
+    /// > handler calls `DispatchQueue.main.sync`): `cancel()` waits for the handler and the
+    /// > handler waits for you. For the same reason, two handlers running on two threads that
+    /// > cancel each other's subscriptions deadlock. Where no process-wide fence is available,
+    /// > the same holds for a lock that a handler earlier in the delivery order waits for.
+    ///
+    /// Tokens from ``PostCenter/observe(_:for:)`` remove a protocol observer and do not wait: a
+    /// `notify` on another thread that already started calling the observer finishes that call.
     ///
     /// Idempotent: a second call does nothing.
     ///
-    /// - Complexity: O(1), plus the wait for deliveries in progress on other threads.
+    /// - Complexity: O(1), plus the wait for deliveries that may still call the handler.
     public func cancel() {
         _home._cancel(self)
     }
@@ -61,7 +77,8 @@ public final class Subscription: Hashable, @unchecked Sendable {
     /// queued deliveries that have not started yet are dropped too.
     ///
     /// The subscription keeps its place in the delivery order. Does nothing after ``cancel()``.
-    /// Unlike `cancel()`, `pause()` does not wait for a handler already running on another thread.
+    /// Unlike `cancel()`, `pause()` never waits: a handler already running on another thread may
+    /// still be finishing when it returns.
     public func pause() {
         _home._setPaused(true, self)
     }

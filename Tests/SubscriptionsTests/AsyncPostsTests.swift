@@ -1,8 +1,7 @@
 import Dispatch
+import Subscriptions
 import Synchronization
 import Testing
-
-import Subscriptions
 
 private let number = Topic<Int>("async.number")
 private let tracked = Topic<AsyncTracked>("async.tracked")

@@ -170,7 +170,8 @@ struct DeliveryTests {
         cancelled.cancel()
         var deadObserver: Observer? = Observer()
         let dead = center.register("x", observer: deadObserver!, selector: Observer.didPost)
-        let deadQueued = center.register("x", observer: deadObserver!, delivery: .queue(queue), selector: Observer.didPost)
+        let deadQueued = center.register(
+            "x", observer: deadObserver!, delivery: .queue(queue), selector: Observer.didPost)
         deadObserver = nil
         let otherType = center.subscribe(Topic<String>("x")) { _ in ran.increment() }
 

@@ -41,7 +41,10 @@ struct DiagnosticsTests {
         // "ping" re-posts itself through "pong" until 6 deep: depth 4 of each is reported once,
         // "ping" first since it is the outermost.
         let ping = center.subscribe("ping") { _ in
-            let d = depth.withLock { $0 += 1; return $0 }
+            let d = depth.withLock {
+                $0 += 1
+                return $0
+            }
             if d < 6 { center.post("pong") }
         }
         let pong = center.subscribe("pong") { _ in center.post("ping") }

@@ -1,7 +1,7 @@
 import Foundation
+import Subscriptions
 import Synchronization
 import Testing
-import Subscriptions
 
 private let ping = Notification.Name("bridge.ping")
 
@@ -141,6 +141,35 @@ private final class Sender: Sendable {}
         center.post(name: ping, object: nil)
         #expect(captured.count == 1)
         #expect(!token.isActive)
+    }
+
+    @Test func cancelFromInsideItsOwnHandlerOnTwoThreadsAtOnceBothReturn() async {
+        // The same Foundation handler runs on two threads (two posts), and each call cancels the
+        // token from inside the handler. Each cancel must return at once; waiting for the other
+        // thread's call deadlocks both. A child process with a watchdog turns a deadlock into
+        // exit code 2; success is 42 (see `twoThreadsCancellingTheirOwnHandlersAtOnceBothReturn`).
+        await #expect(processExitsWith: .exitCode(42)) {
+            let watchdog = Thread {
+                sleep(3)
+                _exit(2)
+            }
+            watchdog.start()
+            let center = NotificationCenter()
+            let both = DispatchGroup()
+            both.enter()
+            both.enter()
+            let slot = TokenSlot()
+            slot.token = center.subscribe(to: ping) { _ in
+                both.leave()
+                both.wait()  // both threads are inside the handler now
+                slot.cancel()
+            }
+            let t1 = TestThread { center.post(name: ping, object: nil) }
+            let t2 = TestThread { center.post(name: ping, object: nil) }
+            t1.join()
+            t2.join()
+            _exit(slot.token?.isActive == false ? 42 : 3)
+        }
     }
 
     @Test func cancelFromAnotherThreadWaitsForRunningHandler() {

@@ -43,7 +43,9 @@ struct OneShotTests {
         let center = PostCenter()
         let queue = DispatchQueue(label: "once")
         let calls = Mutex<[Int]>([])
-        let token = center.subscribeOnce(Topic<Int>("q"), delivery: .queue(queue)) { v in calls.withLock { $0.append(v) } }
+        let token = center.subscribeOnce(Topic<Int>("q"), delivery: .queue(queue)) { v in
+            calls.withLock { $0.append(v) }
+        }
         #expect(center.post(Topic<Int>("q"), 1) == 1)
         #expect(center.post(Topic<Int>("q"), 2) == 0)
         queue.sync {}

@@ -135,7 +135,6 @@ final class ReentrantDeinit: Greeter {
 
 @Suite("Protocol-keyed observers")
 struct ProtocolObserverTests {
-
     // MARK: 1. Weak references
 
     @Test func deallocatedObserverIsNeverCalledNorReturnedAndItsSlotIsReclaimed() {

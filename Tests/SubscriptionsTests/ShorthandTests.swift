@@ -1,6 +1,6 @@
+import Subscriptions
 import Synchronization
 import Testing
-import Subscriptions
 
 // Tests run in parallel and share `PostCenter.default`: every test uses its own names.
 

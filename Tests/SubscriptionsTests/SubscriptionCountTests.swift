@@ -36,7 +36,8 @@ struct SubscriptionCountTests {
         released = nil
         var deadObserver: Observer? = Observer()
         let dead = center.register("x", observer: deadObserver!, selector: Observer.didPost)
-        let deadQueued = center.register("x", observer: deadObserver!, delivery: .queue(queue), selector: Observer.didPost)
+        let deadQueued = center.register(
+            "x", observer: deadObserver!, delivery: .queue(queue), selector: Observer.didPost)
         #expect(center.subscriptionCount(for: "x") == 7)
         deadObserver = nil
 

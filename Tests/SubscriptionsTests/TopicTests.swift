@@ -80,7 +80,8 @@ struct TopicTests {
         #expect(center.post(Topic<Animal>("pets"), cat) == 1)
         #expect(center.post(Topic<Animal>("pets"), rex) == 2)
         #expect(center.post("pets", flag: "", data: rex) == 2)
-        #expect(seen.values == ["animal:rex", "dog:rex", "animal:tom", "animal:rex", "dog:rex", "animal:rex", "dog:rex"])
+        #expect(
+            seen.values == ["animal:rex", "dog:rex", "animal:tom", "animal:rex", "dog:rex", "animal:rex", "dog:rex"])
         withExtendedLifetime((animals, dogs, rex, cat)) {}
     }
 

@@ -128,7 +128,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         guard let payload = _extract(Payload.self, from: post) else { return false }
         if once {
             // Exactly one post wins, even when several threads post at once.
-            guard state.compareExchange(expected: _Entry.active, desired: _Entry.spent, ordering: .acquiringAndReleasing).exchanged
+            guard
+                state.compareExchange(expected: _Entry.active, desired: _Entry.spent, ordering: .acquiringAndReleasing)
+                    .exchanged
             else { return false }
             route._detach(self)
         }

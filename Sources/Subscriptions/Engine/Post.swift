@@ -1,5 +1,5 @@
-internal import _SubscriptionsShims
 import Synchronization
+internal import _SubscriptionsShims
 
 /// The center's stripes, reachable without reference counting: `owners` keeps them alive, `base`
 /// is read on the post path.
@@ -186,4 +186,10 @@ func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
         defer { cell.deinitialize(count: 1) }
         return body(cell)
     }
+}
+
+/// Whether this process can run the process-wide fence that makes `cancel()` wait only for
+/// deliveries calling the cancelled handler (see `_Route`). For tests and diagnostics.
+func _processFenceAvailable() -> Bool {
+    _subscriptions_process_fence() == 1
 }

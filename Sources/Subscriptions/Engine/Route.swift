@@ -1,5 +1,5 @@
-internal import _SubscriptionsShims
 import Synchronization
+internal import _SubscriptionsShims
 
 /// What a delivery in progress publishes about itself, in memory owned by the delivering thread
 /// (its stack) for as long as its frame is linked.
@@ -51,7 +51,6 @@ struct _Deferred {
 /// How `cancel()` proceeds once the entry is marked: whether other threads had deliveries in
 /// progress, and whether it must wait for them (not when it runs inside the handler itself).
 struct _CancelPlan {
-    var garbage = _Garbage()
     var mark: UInt64 = 0
     var index: UInt32 = 0
     var bits: UInt = 0
@@ -98,8 +97,9 @@ final class _Stripe: Sendable {
     let mutex = _Lock(_NameTable())
     /// Keeps the lock words of stripes allocated one after another on different cache lines,
     /// so that threads posting names of different stripes do not slow each other down.
-    private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    private let _padding:
+        (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 /// The registry of one name.
@@ -302,7 +302,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     /// Cancels `token`'s entry: marks it, takes it out of the slot array, and either hands it
     /// back for release (no delivery in progress) or parks it in `deferred`.
-    func lockedCancel(_ token: Subscription, _ thread: UInt, _ routes: inout _NameTable) -> _CancelPlan {
+    func lockedCancel(
+        _ token: Subscription, _ thread: UInt, _ routes: inout _NameTable, into garbage: inout _Garbage
+    ) -> _CancelPlan {
         var plan = _CancelPlan()
         guard let entry = token._entry else { return plan }
         token._entry = nil
@@ -311,8 +313,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         entry.state.store(_Entry.cancelled, ordering: .relaxed)
         lockedDetach(entry)
         if frames.isEmpty {
-            plan.garbage.entry = entry
-            if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &plan.garbage) }
+            garbage.entry = entry
+            if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &garbage) }
             return plan
         }
         plan.mark = nextTicket
@@ -350,7 +352,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     /// Whether a delivery of another thread, linked before `plan.mark`, may still call the entry.
     func lockedOthersMayCall(_ plan: _CancelPlan, _ thread: UInt, precise: Bool) -> Bool {
-        frames.any { $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise) }
+        frames.any {
+            $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise)
+        }
     }
 
     /// How many subscriptions the next post would reach.
@@ -396,8 +400,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// comment for the protocol.
     override func _cancel(_ token: Subscription) {
         let thread = _currentThreadID()
-        var plan = stripe.mutex.withLock { routes in
-            lockedCancel(token, thread, &routes)
+        var garbage = _Garbage()
+        let plan = stripe.mutex.withLock { routes in
+            lockedCancel(token, thread, &routes, into: &garbage)
         }
         var precise = false
         if plan.othersInFlight {
@@ -411,15 +416,13 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             }
         }
         if plan.deferred {
-            plan.garbage = stripe.mutex.withLock { _ in
-                var garbage = _Garbage()
+            stripe.mutex.withLock { _ in
                 lockedSettle(plan, precise: precise, into: &garbage)
-                return garbage
             }
         }
         // Released here, outside the lock and after the wait: the handler's captures go now
         // (or, when a delivery of this thread may still reach the entry, when that one ends).
-        plan.garbage.dispose()
+        garbage.dispose()
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
