@@ -353,7 +353,8 @@ enum Options {
     /// `--run-loop`: drain the main queue with the main run loop instead of `dispatchMain()`.
     static let runLoop = arguments.contains("--run-loop")
     /// `--only=N` runs style N alone (to find which one leaks).
-    static let styles: [Style] = arguments.first { $0.hasPrefix("--only=") }
+    static let styles: [Style] =
+        arguments.first { $0.hasPrefix("--only=") }
         .flatMap { Int($0.dropFirst("--only=".count)) }.map { [Style.all[$0]] } ?? Style.all
     /// Heap growth tolerated over the measured phase (see `main()`). A leak of the smallest
     /// malloc chunk (32 bytes) in a tenth of the rounds of a single style (10,000 of the
@@ -383,9 +384,12 @@ func check(_ center: PostCenter, _ phase: String) {
     for census in Track.all where census.live != 0 {
         fail("\(phase): \(census.live) \(census.name) still alive")
     }
-    let names = (0..<64).map { "leak.plain.\($0)" } + (0..<8).map { "leak.once.\($0)" }
-        + ["leak.typed", "leak.count", "leak.observer", "leak.sender", "leak.queued", "leak.main", "leak.inner",
-            "leak.outer", "leak.async", "leak.forward"]
+    let names =
+        (0..<64).map { "leak.plain.\($0)" } + (0..<8).map { "leak.once.\($0)" }
+        + [
+            "leak.typed", "leak.count", "leak.observer", "leak.sender", "leak.queued", "leak.main", "leak.inner",
+            "leak.outer", "leak.async", "leak.forward",
+        ]
     for name in names where center.subscriptionCount(for: name) != 0 {
         fail("\(phase): \(center.subscriptionCount(for: name)) subscriptions of \"\(name)\" left")
     }

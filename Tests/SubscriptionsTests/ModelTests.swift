@@ -56,7 +56,6 @@ struct ModelTests {
         #expect(report.contains("seed 7"))
         #expect(report.contains("resume"))
     }
-
 }
 
 // MARK: - Operations
@@ -137,7 +136,8 @@ enum ModelPost: Sendable, CustomStringConvertible {
 indirect enum ModelOp: Sendable, CustomStringConvertible {
     /// Makes token `id` (replacing, and so dropping, an existing token `id`). `nested` runs
     /// inside every call of the handler, up to `ModelCheck.maxDepth` handlers deep.
-    case subscribe(id: Int, name: Int, payload: ModelPayload, style: ModelStyle, delivery: ModelDelivery, nested: ModelOp?)
+    case subscribe(
+        id: Int, name: Int, payload: ModelPayload, style: ModelStyle, delivery: ModelDelivery, nested: ModelOp?)
     case cancel(Int)
     case pause(Int)
     case resume(Int)
@@ -164,11 +164,9 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
     /// The same operation without its nested operation, or `nil` when it has none.
     var withoutNested: ModelOp? {
         switch self {
-        case let .subscribe(id, name, payload, style, delivery, nested?):
-            _ = nested
+        case .subscribe(let id, let name, let payload, let style, let delivery, _?):
             return .subscribe(id: id, name: name, payload: payload, style: style, delivery: delivery, nested: nil)
-        case let .notify(p, nested?):
-            _ = nested
+        case .notify(let p, _?):
             return .notify(protocol: p, nested: nil)
         default:
             return nil
@@ -183,7 +181,7 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
 
     var description: String {
         switch self {
-        case let .subscribe(id, name, payload, style, delivery, nested):
+        case .subscribe(let id, let name, let payload, let style, let delivery, let nested):
             "subscribe #\(id) to name\(name): \(payload), \(style), \(delivery)"
                 + (nested.map { ", handler does [\($0)]" } ?? "")
         case .cancel(let id): "cancel #\(id)"
@@ -194,14 +192,14 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
         case .dropObserver(let o): "drop observer\(o)"
         case .newSender(let s): "new sender\(s)"
         case .dropSender(let s): "drop sender\(s)"
-        case let .post(name, post, from): "post name\(name) \(post)" + (from.map { " from sender\($0)" } ?? "")
+        case .post(let name, let post, let from): "post name\(name) \(post)" + (from.map { " from sender\($0)" } ?? "")
         case .drain: "drain queue"
-        case let .addProtocolObserver(p, o): "addObserver(observer\(o), for: protocol\(p))"
-        case let .observeProtocol(id, p, o, owned):
+        case .addProtocolObserver(let p, let o): "addObserver(observer\(o), for: protocol\(p))"
+        case .observeProtocol(let id, let p, let o, let owned):
             "observe(observer\(o), for: protocol\(p)) as #\(id)\(owned ? " (observer owns token)" : "")"
-        case let .removeProtocolObserver(p, o): "removeObserver(observer\(o), for: protocol\(p))"
+        case .removeProtocolObserver(let p, let o): "removeObserver(observer\(o), for: protocol\(p))"
         case .removeObserverEverywhere(let o): "removeObserver(observer\(o)) from every protocol"
-        case let .notify(p, nested): "notify protocol\(p)" + (nested.map { ", body does [\($0)]" } ?? "")
+        case .notify(let p, let nested): "notify protocol\(p)" + (nested.map { ", body does [\($0)]" } ?? "")
         }
     }
 }
@@ -321,8 +319,12 @@ struct ModelGenerator {
         case 0, 1: return .post(name: name, .plain(flag: flag, tag: tag), from: nil)
         case 2: return .post(name: name, .envelope(flag: flag, tag: tag), from: nil)
         case 3: return .post(name: name, .envelope(flag: flag, tag: tag), from: random.below(Self.senders))
-        case 4: return .post(name: name, .int(random.below(100)), from: random.chance(30) ? random.below(Self.senders) : nil)
-        default: return .post(name: name, .tag(random.below(Self.tags)), from: random.chance(30) ? random.below(Self.senders) : nil)
+        case 4:
+            return .post(
+                name: name, .int(random.below(100)), from: random.chance(30) ? random.below(Self.senders) : nil)
+        default:
+            return .post(
+                name: name, .tag(random.below(Self.tags)), from: random.chance(30) ? random.below(Self.senders) : nil)
         }
     }
 
@@ -373,7 +375,10 @@ enum ModelCheck {
     static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
         let harness = ModelHarness(options: options)
         for (index, op) in ops.enumerated() {
-            if let message = harness.apply(op) { harness.tearDown(); return (index, message) }
+            if let message = harness.apply(op) {
+                harness.tearDown()
+                return (index, message)
+            }
         }
         if let message = harness.tearDown() { return (ops.count, message) }
         return nil
@@ -414,7 +419,8 @@ enum ModelCheck {
                 currentMessage = m
             }
         }
-        return ModelFailure(originalIndex: index, originalMessage: message, shrunk: current, shrunkMessage: currentMessage)
+        return ModelFailure(
+            originalIndex: index, originalMessage: message, shrunk: current, shrunkMessage: currentMessage)
     }
 }
 
@@ -439,7 +445,8 @@ final class ModelHarness {
         let realResult = real.apply(op)
         let modelResult = model.apply(op)
         if realResult != modelResult {
-            return "`\(op)` returned \(realResult.map(String.init) ?? "nothing"), model says \(modelResult.map(String.init) ?? "nothing")"
+            return
+                "`\(op)` returned \(realResult.map(String.init) ?? "nothing"), model says \(modelResult.map(String.init) ?? "nothing")"
         }
         return compare(after: op)
     }
@@ -544,7 +551,7 @@ final class RealSide: @unchecked Sendable {
 
     func apply(_ op: ModelOp) -> Int? {
         switch op {
-        case let .subscribe(id, name, payload, style, delivery, nested):
+        case .subscribe(let id, let name, let payload, let style, let delivery, let nested):
             subscribe(id, name, payload, style, delivery, nested)
         case .cancel(let id): token(id)?.cancel()
         case .pause(let id): token(id)?.pause()
@@ -554,16 +561,16 @@ final class RealSide: @unchecked Sendable {
         case .dropObserver(let o): observers[o] = nil
         case .newSender(let s): if senders[s] == nil { senders[s] = ModelSender() }
         case .dropSender(let s): senders[s] = nil
-        case let .post(name, post, from):
+        case .post(let name, let post, let from):
             return self.post(name, post, from)
-        case let .addProtocolObserver(p, o):
+        case .addProtocolObserver(let p, let o):
             guard let observer = observers[o] else { break }
             if p == 0 {
                 center.addObserver(observer, for: (any ModelProtocolA).self)
             } else {
                 center.addObserver(observer, for: (any ModelProtocolB).self)
             }
-        case let .observeProtocol(id, p, o, owned):
+        case .observeProtocol(let id, let p, let o, let owned):
             guard let observer = observers[o] else { break }
             let token =
                 p == 0
@@ -571,7 +578,7 @@ final class RealSide: @unchecked Sendable {
                 : center.observe(observer, for: (any ModelProtocolB).self)
             dropToken(id)
             if owned { observer.tokens[id] = token } else { tokens[id] = token }
-        case let .removeProtocolObserver(p, o):
+        case .removeProtocolObserver(let p, let o):
             guard let observer = observers[o] else { break }
             if p == 0 {
                 center.removeObserver(observer, for: (any ModelProtocolA).self)
@@ -581,7 +588,7 @@ final class RealSide: @unchecked Sendable {
         case .removeObserverEverywhere(let o):
             guard let observer = observers[o] else { break }
             center.removeObserver(observer)
-        case let .notify(p, nested):
+        case .notify(let p, let nested):
             if p == 0 {
                 return center.notify((any ModelProtocolA).self) { observer in
                     observer.ping()
@@ -832,7 +839,10 @@ final class ReferenceModel {
 
     /// What a token controls, and the generation of the observer holding it, if one does.
     struct Token {
-        enum Target { case entry(Int), registration(Int) }
+        enum Target {
+            case entry(Int)
+            case registration(Int)
+        }
         let target: Target
         let ownerGeneration: Int?
     }
@@ -860,7 +870,7 @@ final class ReferenceModel {
 
     func apply(_ op: ModelOp) -> Int? {
         switch op {
-        case let .subscribe(id, name, payload, style, delivery, nested):
+        case .subscribe(let id, let name, let payload, let style, let delivery, let nested):
             subscribe(id, name, payload, style, delivery, nested)
         case .cancel(let id):
             cancel(id)
@@ -895,7 +905,7 @@ final class ReferenceModel {
             }
         case .dropSender(let s):
             senders[s] = nil
-        case let .post(name, post, from):
+        case .post(let name, let post, let from):
             if let from, senders[from] == nil { return nil }
             return self.post(name, post, from)
         case .drain:
@@ -909,19 +919,19 @@ final class ReferenceModel {
                 if let o = e.observer, observers[o.slot] != o.generation { continue }
                 call(e, item.description)
             }
-        case let .addProtocolObserver(p, o):
+        case .addProtocolObserver(let p, let o):
             _ = register(p, o)
-        case let .observeProtocol(id, p, o, owned):
+        case .observeProtocol(let id, let p, let o, let owned):
             guard let r = register(p, o) else { break }
             drop(id)
             present[id] = Token(target: .registration(r), ownerGeneration: owned ? observers[o] : nil)
-        case let .removeProtocolObserver(p, o):
+        case .removeProtocolObserver(let p, let o):
             if let r = registration(p, o) { registrations[r]!.state = .cancelled }
         case .removeObserverEverywhere(let o):
             for p in 0..<ModelGenerator.protocols {
                 if let r = registration(p, o) { registrations[r]!.state = .cancelled }
             }
-        case let .notify(p, nested):
+        case .notify(let p, let nested):
             // Observers added during the notify are not called by it (a copy); each one is
             // checked right before its call.
             var called = 0
