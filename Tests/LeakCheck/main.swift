@@ -9,9 +9,10 @@
 // observer. `Scripts/leak-check.sh` runs it natively and under valgrind's memcheck (with fewer
 // subscriptions and `--no-heap-check`, since valgrind replaces malloc and reports leaks itself).
 //
-// The work runs on a worker thread while the main thread runs its run loop, so that main-actor
-// deliveries scheduled from the worker are really drained. Exit status 0 when everything was
-// released, 1 with a message on standard error otherwise.
+// The work runs on a worker thread while the main thread runs `dispatchMain()` (with `--run-loop`,
+// its run loop instead, for valgrind), so that main-actor deliveries scheduled from the worker are
+// really drained. Exit status 0 when everything was released, 1 with a message on standard error
+// otherwise.
 
 import Dispatch
 import Foundation
