@@ -97,9 +97,12 @@ public enum PostsBufferingPolicy: Sendable, Hashable {
         case .unbounded:
             break
         case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            precondition(
-                limit >= 0,
-                "PostsBufferingPolicy: the limit must be 0 or more, not \(limit). Use .unbounded to keep every post.")
+            if limit < 0 {
+                // fatalError, not precondition: optimised builds drop a precondition's message.
+                fatalError(
+                    "PostsBufferingPolicy: the limit must be 0 or more, not \(limit). Use .unbounded to keep every post."
+                )
+            }
         }
         return self
     }
@@ -192,7 +195,8 @@ final class _PostsSource<Element: Sendable>: Sendable {
     /// Hands the buffer and the subscription to the one iterator; traps on a second call.
     func take() -> (buffer: _PostsBuffer<Element>, token: Subscription) {
         guard let parts = parts.withLock({ $0.take() }) else {
-            preconditionFailure(
+            // fatalError, not preconditionFailure: optimised builds drop the latter's message.
+            fatalError(
                 "Posts: makeAsyncIterator() was called twice on the same sequence. A Posts sequence has a "
                     + "single consumer: call center.posts(_:) once for each loop that should receive the posts.")
         }

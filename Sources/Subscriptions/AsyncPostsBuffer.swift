@@ -132,10 +132,11 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
                 await withUnsafeContinuation(isolation: actor) { (continuation: UnsafeContinuation<Void, Never>) in
                     let ready = lock.withLock { _ -> Bool in
                         if finished || hasHandoff || count > 0 { return true }
-                        precondition(
-                            waiter == nil,
-                            "Posts: next() was called from two tasks at once. A Posts sequence has a single "
-                                + "consumer: iterate it from one task, or call posts(_:) once per consumer.")
+                        if waiter != nil {
+                            fatalError(
+                                "Posts: next() was called from two tasks at once. A Posts sequence has a single "
+                                    + "consumer: iterate it from one task, or call posts(_:) once per consumer.")
+                        }
                         waiter = continuation
                         return false
                     }

@@ -54,8 +54,11 @@ extension PostCenter {
             subscriptionLimit: Int = 1000, nestingLimit: Int = 32,
             report: @escaping @Sendable (Diagnostic) -> Void
         ) {
-            precondition(subscriptionLimit > 0, "Diagnostics.subscriptionLimit must be positive")
-            precondition(nestingLimit > 1, "Diagnostics.nestingLimit must be at least 2")
+            // fatalError, not precondition: optimised builds drop a precondition's message.
+            if subscriptionLimit <= 0 {
+                fatalError("Diagnostics.subscriptionLimit must be positive, not \(subscriptionLimit)")
+            }
+            if nestingLimit <= 1 { fatalError("Diagnostics.nestingLimit must be at least 2, not \(nestingLimit)") }
             self.subscriptionLimit = subscriptionLimit
             self.nestingLimit = nestingLimit
             self.report = report
@@ -83,11 +86,13 @@ extension PostCenter {
     /// Called after a post found `depth` frames of its own thread on its route.
     func _checkNesting(_ key: _NameKey, _ outer: Int) {
         let depth = outer + 1
-        precondition(
-            depth <= PostCenter.maximumNestingDepth,
-            "Subscriptions: posts of \"\(key.name)\" nested \(depth) deep on one thread: a handler re-posts "
-                + "its own name without end (directly or through other names). Break the cycle, or post "
-                + "asynchronously with delivery: .queue(_:).")
+        if depth > PostCenter.maximumNestingDepth {
+            // fatalError, not precondition: optimised builds drop a precondition's message.
+            fatalError(
+                "Subscriptions: posts of \"\(key.name)\" nested \(depth) deep on one thread: a handler re-posts "
+                    + "its own name without end (directly or through other names). Break the cycle, or post "
+                    + "asynchronously with delivery: .queue(_:).")
+        }
         guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics,
             depth == diagnostics.nestingLimit
         else { return }
