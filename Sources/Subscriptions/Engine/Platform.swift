@@ -50,7 +50,11 @@ func _backoff(_ attempt: Int) {
         private let state: UnsafeMutablePointer<State>
 
         init(_ initial: consuming State) {
-            mutex = .allocate(capacity: 1)
+            // A cache line (two, for adjacent-line prefetch) of its own: locks allocated one
+            // after another (a center's stripes) must not share one, or threads taking
+            // different locks slow each other down.
+            let raw = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 128)
+            mutex = raw.bindMemory(to: pthread_mutex_t.self, capacity: 1)
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
             state = .allocate(capacity: 1)
@@ -60,7 +64,7 @@ func _backoff(_ attempt: Int) {
         deinit {
             pthread_mutex_destroy(mutex)
             mutex.deinitialize(count: 1)
-            mutex.deallocate()
+            UnsafeMutableRawPointer(mutex).deallocate()
             state.deinitialize(count: 1)
             state.deallocate()
         }
