@@ -20,7 +20,9 @@ public final class PostObject: @unchecked Sendable {
     public let flag: String
 
     private weak let _object: AnyObject?
-    private let _value: Any?
+    /// A typed post's value payload, boxed: one pointer instead of an inline 32-byte existential
+    /// keeps the envelope of every plain post a smaller allocation, cheaper to make and destroy.
+    private let _value: _ValueBox?
 
     /// Creates an envelope.
     ///
@@ -43,7 +45,7 @@ public final class PostObject: @unchecked Sendable {
             self._value = nil
         } else {
             self._object = nil
-            self._value = any
+            self._value = _ValueBox(any)
         }
     }
 
@@ -60,8 +62,15 @@ public final class PostObject: @unchecked Sendable {
     ///
     /// - Complexity: one dynamic cast.
     public func payload<T>(as type: T.Type = T.self) -> T? {
-        if let value = _value { return value as? T }
+        if let value = _value { return value.value as? T }
         if let object = _object { return object as? T }
         return nil
     }
+}
+
+/// Holds a typed post's value payload for `PostObject`.
+final class _ValueBox: @unchecked Sendable {
+    // @unchecked: immutable; the value is handed over exactly like `PostObject`'s payload.
+    let value: Any
+    init(_ value: Any) { self.value = value }
 }
