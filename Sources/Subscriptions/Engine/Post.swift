@@ -101,6 +101,19 @@ extension PostCenter {
         return delivered
     }
 
+    /// Runs `body` inside a post's frame on the route of `key`: links the frame, lets `body`
+    /// walk the slots, unlinks it. Returns 0 without calling `body` when nobody listens.
+    @inline(__always)
+    func _inPostFrame(_ key: _NameKey, _ body: (_PostStart) -> Int) -> Int {
+        _withFrameCell { cell in
+            let thread = _currentThreadID()
+            guard let start = _beginPost(key, thread, cell) else { return 0 }
+            let delivered = body(start)
+            _endPost(start, thread)
+            return delivered
+        }
+    }
+
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
     @inline(__always)
     func _post<Payload>(_ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?) -> Int {
@@ -108,45 +121,29 @@ extension PostCenter {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             return _post(key, sender: sender) { object }
         }
-        return _withFrameCell { cell in
-            _postTyped(key, payload, direct: direct, sender: sender, cell)
+        return _inPostFrame(key) { start in
+            var made: PostObject?
+            return _walk(
+                start, direct: direct, sender: sender,
+                call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+                envelope: {
+                    if let made { return made }
+                    let object = PostObject(_typed: payload)
+                    made = object
+                    return object
+                })
         }
-    }
-
-    @inline(__always)
-    func _postTyped<Payload>(
-        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?,
-        _ cell: UnsafePointer<_FrameCell>
-    ) -> Int {
-        let thread = _currentThreadID()
-        guard let start = _beginPost(key, thread, cell) else { return 0 }
-        var made: PostObject?
-        let delivered = _walk(
-            start, direct: direct, sender: sender,
-            call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-            envelope: {
-                if let made { return made }
-                let object = PostObject(_typed: payload)
-                made = object
-                return object
-            })
-        _endPost(start, thread)
-        return delivered
     }
 
     /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
     @inline(__always)
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
-        _withFrameCell { cell in
-            let thread = _currentThreadID()
-            guard let start = _beginPost(key, thread, cell) else { return 0 }
+        _inPostFrame(key) { start in
             let object = makeEnvelope()
-            let delivered = _walk(
+            return _walk(
                 start, direct: ObjectIdentifier(_EnvelopeHandler.self), sender: sender,
                 call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
                 envelope: { object })
-            _endPost(start, thread)
-            return delivered
         }
     }
 

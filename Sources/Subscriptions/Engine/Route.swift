@@ -193,27 +193,19 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     }
 
     /// Replaces a full slot buffer with one twice the live size. With no frame linked the old
-    /// buffer is compacted into the new one and freed; otherwise it is copied as is and retired
-    /// until the route is quiet, since posts may still be reading it.
+    /// buffer is compacted first and freed; otherwise it is copied as is and retired until the
+    /// route is quiet, since posts may still be reading it.
     private func lockedGrow() {
         let quiet = frames.isEmpty
-        let newCapacity = max(4, 2 * (quiet ? live + 1 : count))
+        if quiet && tombstones > 0 { lockedCompact() }
+        let newCapacity = max(4, 2 * (quiet ? count + 1 : count))
         let fresh = _Route.allocateSlots(newCapacity)
-        var w = 0
-        for r in 0..<count {
-            let b = slots[r].load(ordering: .relaxed)
-            if quiet && b == 0 { continue }
-            fresh[w].store(b, ordering: .relaxed)
-            if quiet && b != 0 { _Route.entry(b)._withUnsafeGuaranteedRef { $0.index = UInt32(truncatingIfNeeded: w) } }
-            w += 1
-        }
+        for i in 0..<count { fresh[i].store(slots[i].load(ordering: .relaxed), ordering: .relaxed) }
         if quiet {
             _Route.freeSlots(slots, capacity)
-            tombstones = 0
         } else {
             retired.append((slots, capacity))
         }
-        count = w
         slots = fresh
         capacity = newCapacity
     }
@@ -234,6 +226,12 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         for r in w..<count { slots[r].store(0, ordering: .relaxed) }
         count = w
         tombstones = 0
+    }
+
+    /// Whether `lockedQuiesce` has anything to do once no frame is linked. (Retired buffers exist
+    /// only while frames are linked, but are listed for clarity.)
+    private var needsHousekeeping: Bool {
+        live == 0 || tombstones > 0 || !retired.isEmpty
     }
 
     /// Housekeeping once no frame is linked: free retired buffers, compact when tombstones are a
@@ -265,7 +263,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @inline(__always)
     func lockedEndPost(_ ticket: UInt64, _ thread: UInt, _ routes: inout _NameTable) -> _Garbage? {
         frames.remove(ticket)
-        if deferred.isEmpty && (!frames.isEmpty || (live != 0 && tombstones == 0 && retired.isEmpty)) {
+        if deferred.isEmpty && (!frames.isEmpty || !needsHousekeeping) {
             return nil
         }
         return lockedEndPostSlow(thread, &routes)
@@ -274,9 +272,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     private func lockedEndPostSlow(_ thread: UInt, _ routes: inout _NameTable) -> _Garbage {
         var garbage = _Garbage()
         if !deferred.isEmpty { lockedCollectDeferred(into: &garbage) }
-        if frames.isEmpty && (live == 0 || tombstones > 0 || !retired.isEmpty) {
-            lockedQuiesce(&routes, into: &garbage)
-        }
+        if frames.isEmpty && needsHousekeeping { lockedQuiesce(&routes, into: &garbage) }
         return garbage
     }
 
@@ -314,7 +310,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         lockedDetach(entry)
         if frames.isEmpty {
             garbage.entry = entry
-            if live == 0 || tombstones > 0 { lockedQuiesce(&routes, into: &garbage) }
+            if needsHousekeeping { lockedQuiesce(&routes, into: &garbage) }
             return plan
         }
         plan.mark = nextTicket
@@ -408,7 +404,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         if plan.othersInFlight {
             // After this fence every other thread's later loads see the cancelled state and the
             // zeroed slot, so only a delivery that is *at* the entry can still call it.
-            precise = _subscriptions_process_fence() == 1
+            precise = _processFenceAvailable()
             var attempt = 0
             while plan.wait && stripe.mutex.withLock({ _ in lockedOthersMayCall(plan, thread, precise: precise) }) {
                 _backoff(attempt)
