@@ -111,7 +111,7 @@ extension PostCenter {
     }
 
     func _mainActorEntry<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: nil, sender: nil) { payload in
+        _Slow<Payload>(executor: .mainActor, once: false, observer: nil, sender: nil) { _, payload in
             let box = _UncheckedSendable(payload)
             MainActor.assumeIsolated { handler(box.value) }
             return true
@@ -121,9 +121,9 @@ extension PostCenter {
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil) { [weak observer] payload in
-            guard let observer else { return false }
-            let box = _UncheckedSendable((observer, payload))
+        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil) { target, payload in
+            guard let target else { return false }
+            let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
             MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }
             return true
         }

@@ -160,7 +160,7 @@ public final class PostCenter: Sendable {
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
-        return _Slow(executor: executor, once: once, observer: nil, sender: sender) { payload in
+        return _Slow(executor: executor, once: once, observer: nil, sender: sender) { _, payload in
             handler(payload)
             return true
         }
@@ -176,14 +176,14 @@ public final class PostCenter: Sendable {
         return _makeEntry(executor, once: once, sender: sender, handler)
     }
 
-    /// The entry for a selector registration: the observer is held weakly, by the entry and by
-    /// the calling closure.
+    /// The entry for a selector registration: the entry holds the observer weakly and passes
+    /// it, loaded, to the calling closure.
     func _observerEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ executor: _Executor, _ selector: @escaping (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow(executor: executor, once: false, observer: observer, sender: nil) { [weak observer] payload in
-            guard let observer else { return false }
-            selector(observer)(payload)
+        _Slow(executor: executor, once: false, observer: observer, sender: nil) { target, payload in
+            guard let target else { return false }
+            selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true
         }
     }

@@ -94,10 +94,12 @@ enum _Executor {
 /// or a weakly held observer (selector style). Bigger than `_Handler` and reached through a
 /// virtual call, which is fine: the option's own cost (a dispatch, a weak load) dominates.
 final class _Slow<Payload>: _Entry, @unchecked Sendable {
-    /// Calls the user's handler or selector; `false` when the observer is gone. Cleared by
-    /// `releaseHandler()` once cancelled: read only inside a frame after checking the state,
-    /// written only after the canceller's wait, so the two never overlap.
-    @exclusivity(unchecked) var invoke: ((Payload) -> Bool)?
+    /// Calls the user's handler, or the selector on the observer passed in (loaded by the entry,
+    /// which is the one place that holds it: the closure captures no second weak reference).
+    /// Returns `false` when it did not run. Cleared by `releaseHandler()` once cancelled: read
+    /// only inside a frame after checking the state, written only after the canceller's wait, so
+    /// the two never overlap.
+    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) -> Bool)?
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
@@ -109,7 +111,7 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
 
     init(
         executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?,
-        invoke: @escaping (Payload) -> Bool
+        invoke: @escaping (AnyObject?, Payload) -> Bool
     ) {
         self.invoke = invoke
         self.executor = executor
@@ -124,8 +126,8 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         if filtered {
             guard let sender, let postSender, sender === postSender else { return false }
         }
-        if observed && observer == nil { return false }
-        guard let payload = _extract(Payload.self, from: post) else { return false }
+        let target = target()
+        guard target.alive, let payload = _extract(Payload.self, from: post) else { return false }
         if once {
             // Exactly one post wins, even when several threads post at once.
             guard
@@ -136,9 +138,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         }
         switch executor {
         case .immediate:
-            return invoke?(payload) ?? false
+            return invoke?(target.observer, payload) ?? false
         case .mainActor where _isOnMainActor():
-            return invoke?(payload) ?? false
+            return invoke?(target.observer, payload) ?? false
         case .mainActor:
             schedule(payload, on: .main, route: route)
             return true
@@ -159,11 +161,22 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
                 // last one, and the handler's captures are gone when `cancel()` returns.
                 var entry: _Slow? = self
                 guard let ticket = entry.flatMap({ box.value.1._beginQueuedCall($0, cell) }) else { return }
-                _ = entry?.invoke?(box.value.0)
+                if let target = entry?.target(), target.alive {
+                    _ = entry?.invoke?(target.observer, box.value.0)
+                }
                 entry = nil
                 box.value.1._endCall(ticket)
             }
         }
+    }
+
+    /// The observer to call the selector on, loaded once: `alive` is `false` when a selector
+    /// registration's observer is gone; `observer` is `nil` for plain handlers.
+    @inline(__always)
+    func target() -> (alive: Bool, observer: AnyObject?) {
+        guard observed else { return (true, nil) }
+        let observer = self.observer
+        return (observer != nil, observer)
     }
 
     override func releaseHandler() {
