@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# Mutation check: does the test suite fail when a guarantee breaks?
+#
+# Applies each mutant of Scripts/mutants.txt (a small edit that breaks one rule of the Guarantees
+# article or one delivery option) to a scratch copy of the tree, one at a time, rebuilds
+# incrementally and runs the tests. Prints one line per mutant (killed, and by which test; or
+# SURVIVED; or equivalent, with the list's reason) and last:
+#
+#   mutants: N, killed: K, equivalent: E, survived: S
+#
+# Run it before and after any change to the engine or to a guarantee; it takes about 10 minutes
+# on 2 cores (the first run builds the scratch copy from scratch, a few minutes more).
+#
+# Usage:
+#   Scripts/mutation-check.sh [--full] [ID ...]
+#       Every mutant (or the given ones). A mutant's `hint` test runs first; when it does not
+#       fail, the whole suite runs. --full always runs the whole suite (slower, names every
+#       killing test).
+#   Scripts/mutation-check.sh --runs N --filter REGEX ID ...
+#       Runs only the tests matching REGEX, N times, against each given mutant (`base`: no
+#       mutant), and prints how many runs failed: how reliably a test kills its mutant.
+#   Scripts/mutation-check.sh --check
+#       Only checks the list: every snippet occurs exactly once in its file.
+#
+# Environment: MUTATION_SCRATCH (default .build/mutation: the scratch copy, its .build, the
+# logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x the unmutated run, at least
+# 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
+# counts as killed by the timeout (the mutant made something hang); the line names the tests on
+# the hung stacks. Needs git, python3 and pgrep (procps).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+list="$root/Scripts/mutants.txt"
+scratch="${MUTATION_SCRATCH:-$root/.build/mutation}"
+tree="$scratch/tree"
+logs="$scratch/logs"
+
+full=false
+check_only=false
+runs=0
+filter=""
+ids=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --full) full=true ;;
+    --check) check_only=true ;;
+    --runs) runs="$2"; shift ;;
+    --filter) filter="$2"; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) ids+=("$1") ;;
+    esac
+    shift
+done
+if [ "$runs" -gt 0 ] && { [ -z "$filter" ] || [ ${#ids[@]} -eq 0 ]; }; then
+    echo "--runs needs --filter REGEX and at least one mutant ID (or base)" >&2
+    exit 2
+fi
+
+# The list, the tree copy and the edits: python3, which reads the multi-line snippets exactly.
+helper() {
+    python3 - "$@" <<'PY'
+import filecmp, os, shutil, subprocess, sys
+
+def parse(path):
+    """Blocks of the list, in order: dicts with id, name, file, breaks, hint, equivalent, find, replace."""
+    mutants, block, body, line_no = [], None, None, 0
+    for line_no, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+        if body is not None:
+            if line == "--- replace" and body == "find":
+                body = "replace"
+            elif line == "--- end":
+                body = None
+            else:
+                block[body].append(line)
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("=== "):
+            parts = line[4:].split(None, 1)
+            block = {"id": parts[0], "name": parts[1] if len(parts) > 1 else "", "line": line_no,
+                     "find": [], "replace": []}
+            mutants.append(block)
+        elif line == "--- find" and block is not None:
+            body = "find"
+        elif ":" in line and block is not None:
+            key, value = line.split(":", 1)
+            block[key.strip()] = value.strip()
+        else:
+            sys.exit(f"{path}:{line_no}: cannot read this line: {line!r}")
+    if body is not None:
+        sys.exit(f"{path}: the last block has no '--- end'")
+    return mutants
+
+def snippet(lines):
+    return "\n".join(lines) + "\n" if lines else ""
+
+def check(root, mutants):
+    problems, seen = [], set()
+    for m in mutants:
+        where = f"{m['id']} (line {m['line']})"
+        if m["id"] in seen:
+            problems.append(f"{where}: the id is used twice")
+        seen.add(m["id"])
+        for key in ("file", "breaks"):
+            if not m.get(key):
+                problems.append(f"{where}: no '{key}:'")
+        if not m["find"]:
+            problems.append(f"{where}: empty '--- find'")
+            continue
+        path = os.path.join(root, m.get("file", ""))
+        if not os.path.isfile(path):
+            problems.append(f"{where}: no file {m.get('file')}")
+            continue
+        found = open(path, encoding="utf-8").read().count(snippet(m["find"]))
+        if found != 1:
+            problems.append(f"{where}: the find snippet occurs {found} times in {m['file']}, not once")
+        if m["find"] == m["replace"]:
+            problems.append(f"{where}: the replacement changes nothing")
+    if problems:
+        sys.exit("Scripts/mutants.txt is stale or malformed:\n  " + "\n  ".join(problems))
+
+command, root, path = sys.argv[1], sys.argv[2], sys.argv[3]
+mutants = parse(path)
+check(root, mutants)
+if command == "check":
+    # id, name, file, hint, equivalent reason, breaks: one tab-separated line per mutant, "-"
+    # for an empty field (bash's `read` would merge empty tab-separated fields).
+    for m in mutants:
+        fields = [m["id"], m["name"], m["file"], m.get("hint", ""), m.get("equivalent", ""), m["breaks"]]
+        print("\t".join(f.replace("\t", " ") or "-" for f in fields))
+elif command == "sync":
+    # Copies the tracked and untracked-but-not-ignored files to the scratch tree, keeping the
+    # modification times of unchanged files (so the build there stays incremental), and removes
+    # files the source no longer has.
+    dest = sys.argv[4]
+    out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         check=True, capture_output=True).stdout.decode()
+    files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))}
+    for f in files:
+        src, dst = os.path.join(root, f), os.path.join(dest, f)
+        if not os.path.isfile(dst) or not filecmp.cmp(src, dst, shallow=False):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+    for dirpath, dirnames, filenames in os.walk(dest):
+        if dirpath == dest:
+            dirnames[:] = [d for d in dirnames if d != ".build"]
+        for name in filenames:
+            rel = os.path.relpath(os.path.join(dirpath, name), dest)
+            if rel not in files:
+                os.remove(os.path.join(dirpath, name))
+elif command == "apply":
+    # Writes the mutated file into the scratch tree (from the source tree's original).
+    ident, dest = sys.argv[4], sys.argv[5]
+    m = next(m for m in mutants if m["id"] == ident)
+    text = open(os.path.join(root, m["file"]), encoding="utf-8").read()
+    with open(os.path.join(dest, m["file"]), "w", encoding="utf-8") as out:
+        out.write(text.replace(snippet(m["find"]), snippet(m["replace"]), 1))
+PY
+}
+
+# Failing tests of a Swift Testing log, one name per line.
+failed_tests() {
+    grep -aoE '✘ Test [A-Za-z0-9_]+\(' "$1" | sed -E 's/^✘ Test //; s/\($//' | sort -u || true
+}
+
+# Tests on the stacks of a Swift backtrace in the log (a crash, or the SIGQUIT sent on a timeout):
+# those of the crashed thread when it names one (`crashed` given), else those of every thread.
+backtrace_tests() {
+    local names=""
+    if [ "$2" = crashed ]; then
+        names=$(awk '/^Thread [0-9]+ .*crashed:/ { on = 1; next } /^Thread [0-9]+/ { on = 0 } on' "$1" |
+            grep -aoE '[A-Z][A-Za-z0-9_]*Tests\.[a-z][A-Za-z0-9_]*\(' | sed 's/($//' | sort -u || true)
+    fi
+    [ -n "$names" ] || names=$(grep -aoE '[A-Z][A-Za-z0-9_]*Tests\.[a-z][A-Za-z0-9_]*\(' "$1" | sed 's/($//' |
+        sort -u || true)
+    echo "$names"
+}
+
+join_lines() { paste -sd, - | sed 's/,/, /g'; }
+
+descendants() {
+    local child
+    for child in $(pgrep -P "$1" || true); do
+        echo "$child"
+        descendants "$child"
+    done
+}
+
+linebuf=()
+command -v stdbuf > /dev/null && linebuf=(stdbuf -oL)  # keeps the log complete up to a crash
+
+# Runs the tests (all, or those matching $2), logging to $1. Sets `verdict` to an empty string
+# when every test passed, else to what killed the mutant. After $3 seconds the test process gets
+# SIGQUIT, so that Swift's backtracer prints where every thread hangs, and is then killed.
+run_tests() {
+    local log=$1 regex=$2 limit=$3 rc=0 pid ticks=0 hung=false kids
+    local args=(test --skip-build)
+    [ -n "$regex" ] && args+=(--filter "$regex")
+    (cd "$tree" && exec "${linebuf[@]}" swift "${args[@]}") > "$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2> /dev/null; do
+        if [ $ticks -ge $((limit * 5)) ]; then
+            hung=true
+            break
+        fi
+        sleep 0.2
+        ticks=$((ticks + 1))
+    done
+    if $hung; then
+        kids=$(descendants "$pid")
+        [ -n "$kids" ] && kill -QUIT $kids 2> /dev/null
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2> /dev/null || break
+            sleep 0.2
+        done
+        kids=$(descendants "$pid")
+        kill -KILL $kids "$pid" 2> /dev/null || true
+    fi
+    wait "$pid" || rc=$?
+    verdict=""
+    if ! $hung && [ $rc -eq 0 ]; then return 0; fi
+    local failed
+    failed=$(failed_tests "$log" | join_lines)
+    if $hung; then
+        verdict="timeout after ${limit} s (a hang) in: $(backtrace_tests "$log" all | join_lines)"
+        verdict="$verdict${failed:+; failed first: $failed}"
+    elif [ -n "$failed" ]; then
+        verdict="$failed"
+    else
+        local signal
+        signal=$(grep -aoE 'Program crashed: [^*]*' "$log" | head -1 | sed 's/Program crashed: //; s/ at 0x.*//' || true)
+        verdict="crash (${signal:-exit $rc}) in: $(backtrace_tests "$log" crashed | join_lines)"
+    fi
+}
+
+build() {
+    (cd "$tree" && swift build --build-tests) > "$1" 2>&1
+}
+
+index=$(helper check "$root" "$list")
+if $check_only; then
+    echo "$index" | awk -F'\t' '{ printf "%-4s %-48s %s\n", $1, $2, ($5 != "-" ? "equivalent" : $3) }'
+    echo "Scripts/mutants.txt: $(echo "$index" | wc -l) mutants, every snippet found exactly once"
+    exit 0
+fi
+if [ ${#ids[@]} -gt 0 ]; then
+    for id in "${ids[@]}"; do
+        [ "$id" = base ] || echo "$index" | cut -f1 | grep -qx "$id" || { echo "no mutant $id in the list" >&2; exit 2; }
+    done
+fi
+
+start=$SECONDS
+mkdir -p "$tree" "$logs"
+helper sync "$root" "$list" "$tree"
+
+apply() { helper apply "$root" "$list" "$1" "$tree"; }
+restore() { cp -p "$root/$1" "$tree/$1"; }
+
+# --runs: how often the matching tests fail against each given mutant.
+if [ "$runs" -gt 0 ]; then
+    for id in "${ids[@]}"; do
+        file=""
+        if [ "$id" != base ]; then
+            file=$(echo "$index" | awk -F'\t' -v id="$id" '$1 == id { print $3 }')
+            apply "$id"
+        fi
+        if ! build "$logs/$id.build.log"; then
+            [ -n "$file" ] && restore "$file"
+            echo "$id: the build failed (see $logs/$id.build.log)" >&2
+            exit 1
+        fi
+        failures=0
+        for i in $(seq 1 "$runs"); do
+            run_tests "$logs/$id.run$i.log" "$filter" "${MUTATION_HINT_TIMEOUT:-45}"
+            if [ -n "$verdict" ]; then
+                failures=$((failures + 1))
+                echo "  $id run $i: failed: $verdict"
+            else
+                echo "  $id run $i: passed"
+            fi
+        done
+        [ -n "$file" ] && restore "$file"
+        echo "$id: '$filter' failed $failures of $runs runs"
+    done
+    exit 0
+fi
+
+# The unmutated suite must pass, or every mutant would look killed.
+echo "mutation check: $(echo "$index" | wc -l) mutants, scratch copy in $scratch"
+if ! build "$logs/base.build.log"; then
+    echo "the unmutated tree does not build (see $logs/base.build.log)" >&2
+    exit 1
+fi
+base_start=$SECONDS
+run_tests "$logs/base.log" "" 1800
+if [ -n "$verdict" ]; then
+    echo "the unmutated suite fails ($verdict); fix that first (log: $logs/base.log)" >&2
+    exit 1
+fi
+timeout_full=${MUTATION_TIMEOUT:-$((SECONDS - base_start < 40 ? 120 : 3 * (SECONDS - base_start)))}
+echo "unmutated suite passed in $((SECONDS - base_start)) s; timeout per mutant run: $timeout_full s"
+
+n=0 killed=0 equivalent=0 survived=0
+while IFS=$'\t' read -r id name file hint reason breaks; do
+    if [ ${#ids[@]} -gt 0 ] && ! printf '%s\n' "${ids[@]}" | grep -qx "$id"; then continue; fi
+    n=$((n + 1))
+    label=$(printf '%-4s %-48s' "$id" "$name")
+    [ "$hint" = - ] && hint=""
+    [ "$reason" = - ] && reason=""
+    if [ -n "$reason" ]; then
+        equivalent=$((equivalent + 1))
+        echo "$label equivalent: $reason"
+        continue
+    fi
+    t0=$SECONDS
+    apply "$id"
+    if ! build "$logs/$id.build.log"; then
+        restore "$file"
+        echo "$label the mutant does not build (see $logs/$id.build.log): fix Scripts/mutants.txt" >&2
+        exit 1
+    fi
+    verdict=""
+    how=""
+    if ! $full && [ -n "$hint" ]; then
+        run_tests "$logs/$id.hint.log" "$hint" "${MUTATION_HINT_TIMEOUT:-45}"
+        how="hint"
+    fi
+    if [ -z "$verdict" ]; then
+        run_tests "$logs/$id.log" "" "$timeout_full"
+        how="suite"
+    fi
+    restore "$file"
+    if [ -n "$verdict" ]; then
+        killed=$((killed + 1))
+        echo "$label killed ($how, $((SECONDS - t0)) s) by $verdict"
+    else
+        survived=$((survived + 1))
+        echo "$label SURVIVED ($((SECONDS - t0)) s): $breaks"
+    fi
+done <<< "$index"
+
+echo "done in $((SECONDS - start)) s; logs in $logs"
+echo "mutants: $n, killed: $killed, equivalent: $equivalent, survived: $survived"
+[ "$survived" -eq 0 ]
