@@ -208,14 +208,15 @@ run_tests() {
         ticks=$((ticks + 1))
     done
     if $hung; then
+        # The test process and its exit-test children, listed before anything exits: a child
+        # whose parent died is no longer found below it.
         kids=$(descendants "$pid")
         [ -n "$kids" ] && kill -QUIT $kids 2> /dev/null
         for _ in $(seq 50); do
             kill -0 "$pid" 2> /dev/null || break
             sleep 0.2
         done
-        kids=$(descendants "$pid")
-        kill -KILL $kids "$pid" 2> /dev/null || true
+        kill -KILL $kids $(descendants "$pid") "$pid" 2> /dev/null || true
     fi
     { wait "$pid"; } 2> /dev/null || rc=$?  # (no "Killed" job notice from bash)
     verdict=""
