@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 // `Mutex` and `Atomic` from the Synchronization module need these OS versions on Apple platforms.

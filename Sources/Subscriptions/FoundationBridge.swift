@@ -62,7 +62,8 @@ extension NotificationCenter {
 /// same lock, removes the Foundation observer, then waits until no other thread is running.
 final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
     // @unchecked: the base class is declared `@unchecked Sendable`; this subclass's own state is
-    // the immutable weak `center` and the `_Lock`-protected `state`, both Sendable.
+    // the weak `center`, written only in `init` (weak loads are atomic), and the `_Lock`-protected
+    // `state`.
 
     typealias Handler = @Sendable (Notification) -> Void
 
@@ -77,7 +78,9 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
         var running: [UInt] = []
     }
 
-    weak let center: NotificationCenter?
+    /// Written only in `init`: a `weak var` because immutable weak properties need Swift 6.3
+    /// (SE-0481) and the package supports Swift 6.2.
+    private(set) weak var center: NotificationCenter?
     let state: _Lock<State>
 
     init(center: NotificationCenter, handler: @escaping Handler) {

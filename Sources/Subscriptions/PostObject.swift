@@ -13,13 +13,17 @@
 /// - Lifetime: the envelope holds `data` weakly and a typed post's value payload strongly (a
 ///   value has no identity to hold weakly).
 public final class PostObject: @unchecked Sendable {
-    // @unchecked: both stored properties are immutable (`weak let`, `let`). The payload object
-    // is not `Sendable`; like `NotificationCenter`'s `object`, the poster vouches for it.
+    // @unchecked: the stored properties are never written after `init` (`_object` is a `weak var`
+    // only because Swift 6.2 has no immutable weak properties; weak loads are atomic). The
+    // payload object is not `Sendable`; like `NotificationCenter`'s `object`, the poster vouches
+    // for it.
 
     /// A short string that qualifies the post, such as `"sso"` for a login post. Empty by default.
     public let flag: String
 
-    private weak let _object: AnyObject?
+    /// Written only in `init`: a `weak var` because immutable weak properties need Swift 6.3
+    /// (SE-0481) and the package supports Swift 6.2.
+    private weak var _object: AnyObject?
     /// A typed post's value payload, boxed: one pointer instead of an inline 32-byte existential
     /// keeps the envelope of every plain post a smaller allocation, cheaper to make and destroy.
     private let _value: _ValueBox?

@@ -328,7 +328,8 @@ struct CancellationTests {
         let token = center.register("x", observer: observer!, delivery: .queue(queue), selector: Observer.didPost)
         queue.suspend()
         #expect(center.post("x") == 1)
-        weak let weakObserver = observer
+        weak var weakObserver: Observer?
+        weakObserver = observer
         observer = nil
         #expect(weakObserver == nil)
         queue.resume()

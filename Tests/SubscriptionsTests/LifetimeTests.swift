@@ -48,7 +48,8 @@ struct LifetimeTests {
         let center = PostCenter()
         let calls = Counter()
         var token: Subscription? = center.subscribe("x") { _ in calls.increment() }
-        weak let weakToken = token
+        weak var weakToken: Subscription?
+        weakToken = token
         #expect(center.post("x") == 1)
         token = nil
         #expect(weakToken == nil)
@@ -63,7 +64,8 @@ struct LifetimeTests {
         let calls = Counter()
         queue.suspend()
         var token: Subscription? = center.subscribe("x", delivery: .queue(queue)) { _ in calls.increment() }
-        weak let weakToken = token
+        weak var weakToken: Subscription?
+        weakToken = token
         #expect(center.post("x") == 1)
         token = nil
         #expect(weakToken == nil)
@@ -84,7 +86,8 @@ struct LifetimeTests {
         #expect(center.post(Topic<Int>("x"), 1) == 2)
         #expect(center.subscriptionCount(for: "x") == 2)
         #expect(named.isActive && typed.isActive)
-        weak let weakObserver = observer
+        weak var weakObserver: Observer?
+        weakObserver = observer
         observer = nil
         // The center held it weakly: it is gone although both tokens are alive.
         #expect(weakObserver == nil)
@@ -136,7 +139,8 @@ struct LifetimeTests {
         let live = LiveObjects()
         var tracked: Tracked? = Tracked("capture", live: live)
         let token = center.subscribe("x") { [tracked] _ in _ = tracked }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         #expect(center.post("x") == 1)
         #expect(weakTracked != nil)  // held by the handler while the subscription lives
@@ -150,7 +154,8 @@ struct LifetimeTests {
         let live = LiveObjects()
         var tracked: Tracked? = Tracked("capture", live: live)
         var token: Subscription? = center.subscribe(Topic<Int>("x")) { [tracked] _ in _ = tracked }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         #expect(weakTracked != nil)
         token = nil
@@ -165,7 +170,8 @@ struct LifetimeTests {
         let live = LiveObjects()
         var tracked: Tracked? = Tracked("capture", live: live)
         let token = center.subscribe("x", delivery: .queue(queue)) { [tracked] _ in _ = tracked }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         queue.suspend()
         #expect(center.post("x") == 1)
@@ -191,7 +197,8 @@ struct LifetimeTests {
             while !cancelling.isSet {}
             usleep(5_000)
         }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         let poster = TestThread { center.post("x") }
         started.wait()
@@ -253,7 +260,8 @@ struct LifetimeTests {
             _ = tracked
             slot.cancel()
         }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         #expect(center.post("x") == 1)
         #expect(weakTracked == nil)
@@ -270,7 +278,8 @@ struct LifetimeTests {
             center.post("y")
         }
         let killer = center.subscribe("y") { _ in slot.cancel() }
-        weak let weakTracked = tracked
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
         tracked = nil
         #expect(center.post("x") == 1)
         #expect(weakTracked == nil)

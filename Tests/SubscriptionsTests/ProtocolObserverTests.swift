@@ -143,7 +143,8 @@ struct ProtocolObserverTests {
         let life = Life()
         let a = Named("a", log, life: life)
         var b: Named? = Named("b", log, life: life)
-        weak let weakB = b
+        weak var weakB: Named?
+        weakB = b
         center.addObserver(a, for: Greeter.self)
         center.addObserver(b!, for: Greeter.self)
         #expect(center._protocolSlotCount(for: Greeter.self) == 2)
@@ -685,7 +686,8 @@ struct ProtocolObserverTests {
         let center = PostCenter()
         let life = Life()
         var owner: TokenOwner? = TokenOwner(center, life)
-        weak let weakOwner = owner
+        weak var weakOwner: TokenOwner?
+        weakOwner = owner
         #expect(center.notify(Greeter.self) { _ in } == 1)
         owner = nil
         #expect(weakOwner == nil)

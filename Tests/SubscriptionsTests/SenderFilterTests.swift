@@ -37,7 +37,8 @@ struct SenderFilterTests {
     @Test func senderIsHeldWeaklyAndItsDeathEndsTheSubscription() {
         let center = PostCenter()
         var a: Sender? = Sender()
-        weak let weakA = a
+        weak var weakA: Sender?
+        weakA = a
         let token = center.subscribe("x", from: a!) { _ in }
         #expect(token.isActive)
         #expect(center.subscriptionCount(for: "x") == 1)

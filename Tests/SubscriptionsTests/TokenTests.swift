@@ -161,7 +161,8 @@ struct TokenTests {
     @Test func aTokenThatOutlivesItsCenterIsHarmless() {
         let calls = Counter()
         var center: PostCenter? = PostCenter()
-        weak let weakCenter = center
+        weak var weakCenter: PostCenter?
+        weakCenter = center
         let token = center!.subscribe("x") { _ in calls.increment() }
         let paused = center!.subscribe("x") { _ in calls.increment() }
         paused.pause()
