@@ -103,10 +103,10 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
-    weak let observer: AnyObject?
+    weak var observer: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
     let observed: Bool
     /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak let sender: AnyObject?
+    weak var sender: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
     let filtered: Bool
 
     init(

@@ -22,7 +22,7 @@ final class _ProtocolEntry: @unchecked Sendable {
     static let removed: UInt8 = 2
 
     /// The observer. `nil` once it deinitialised (or while its deinit runs).
-    weak let object: AnyObject?
+    weak var object: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
     /// The observer's identity at registration; the key in its list's `byObject`. An address
     /// can be reused after the observer died, so a match means "this observer or a dead one".
     let objectID: ObjectIdentifier
@@ -272,7 +272,7 @@ final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
 
     /// Weak, so that a token outliving its center does not keep the registry: it then reads nil
     /// and the token is inactive and harmless.
-    weak let registry: _ProtocolRegistry?
+    weak var registry: _ProtocolRegistry?  // written only in init (`weak let` needs Swift 6.3)
     let key: ObjectIdentifier
     let entry: _ProtocolEntry
 
