@@ -78,9 +78,11 @@ final class _ProtocolEntry: @unchecked Sendable {
 ///
 /// `entries` may hold removed entries (state `removed`, counted in `removedCount`) and dead ones
 /// (observer gone, not noticed yet); both are squeezed out lazily: removed ones once they are
-/// half of the array, dead ones when `notify` meets them or when the array reaches `sweepAt`
-/// (twice its live size after the previous sweep), so the array stays within a constant factor of
-/// the live registrations. `notify` iterates a copy-on-write snapshot of `entries`, so
+/// half of the array, dead ones when `notify` meets them or when the array reaches `sweepAt`.
+/// `sweepAt` is twice the array's size after the last compaction or sweep, so it follows the
+/// live registrations down (removals) as well as up: dead slots never pile up to an old peak,
+/// and the array stays within a constant factor of the registrations that were live at its last
+/// compaction, plus those added since. `notify` iterates a copy-on-write snapshot of `entries`, so
 /// compaction never disturbs a notification in progress.
 struct _ProtocolList {
     var entries: ContiguousArray<_ProtocolEntry> = []
@@ -112,6 +114,9 @@ struct _ProtocolList {
     mutating func compact() {
         entries.removeAll { $0.state.load(ordering: .relaxed) == _ProtocolEntry.removed }
         removedCount = 0
+        // Follow the count down too: after a peak, the next sweep comes when the array has
+        // doubled from here, not from the peak.
+        sweepAt = max(8, 2 * entries.count)
     }
 
     /// Removes the entries of dead observers and compacts. Strong references to live observers
@@ -127,7 +132,6 @@ struct _ProtocolList {
             }
         }
         compact()
-        sweepAt = max(8, 2 * entries.count)
     }
 }
 
