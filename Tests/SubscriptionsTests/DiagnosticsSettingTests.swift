@@ -24,6 +24,13 @@ private final class TouchesCenterInDeinit: Sendable {
     }
 }
 
+/// Runs `body` in its deinit.
+private final class RunsInDeinit: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    deinit { body() }
+}
+
 /// Keeps the calling thread on the first CPU, where the platform allows it: two setter threads
 /// woken at once then share it, and the second one's wake-up preempts the first at a random
 /// point of its assignment (as on a single-core device). A stronger test on Linux; elsewhere the
@@ -83,7 +90,7 @@ struct DiagnosticsSettingTests {
     @Test func racingSettersLeaveTheValueThatIsReadAfterwardsReporting() {
         // One thread sets nil, the other a value, at once, many rounds. Whatever the order, the
         // value read afterwards must be the one in effect: set means a subscription is reported.
-        let rounds = 400
+        let rounds = 2000
         var silent = 0
         for round in 0..<rounds {
             let center = PostCenter()
@@ -109,6 +116,30 @@ struct DiagnosticsSettingTests {
             withExtendedLifetime(token) {}
         }
         #expect(silent == 0, "\(silent) of \(rounds) rounds left diagnostics set but silent (or the reverse)")
+    }
+
+    @Test func aSetterDelayedAfterItsAssignmentDoesNotSilenceALaterOne() {
+        // The setter of nil is held up right after its assignment took effect, by the deinit of
+        // the report it replaced (user code, run unlocked). Meanwhile another thread sets a
+        // value and returns. That later value must be the one in effect, and it must report.
+        let center = PostCenter()
+        let reports = Counter()
+        let other = Mutex<TestThread?>(nil)
+        var hook: RunsInDeinit? = RunsInDeinit {
+            let thread = TestThread {
+                center.diagnostics = .init(subscriptionLimit: 1) { _ in reports.increment() }
+            }
+            thread.join()  // the later setter has returned before the delayed one goes on
+            other.withLock { $0 = thread }
+        }
+        center.diagnostics = .init { [hook] _ in _ = hook }
+        hook = nil
+        center.diagnostics = nil  // releases `hook` (the last reference) before returning
+        #expect(other.withLock { $0 } != nil, "the hook ran")
+        #expect(center.diagnostics != nil)
+        let token = center.subscribe("delayed") { _ in }
+        #expect(reports.count == 1, "diagnostics are set but silent")
+        withExtendedLifetime(token) {}
     }
 
     @Test func manySubscriptionsIsReportedOnceWhileTheCountOscillatesAroundTheLimit() {

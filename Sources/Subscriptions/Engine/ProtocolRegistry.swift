@@ -14,15 +14,17 @@ import Synchronization
 /// **State.** `state` is written only under the registry's lock and read without it by `notify`,
 /// which checks it right before each call.
 final class _ProtocolEntry: @unchecked Sendable {
-    // @unchecked: `object` is a weak reference (the runtime makes its loads atomic) and `image`
-    // is written once in `init` and only read afterwards; `state` is atomic.
+    // @unchecked: `object` is a weak reference written only in `init` (the runtime makes its
+    // loads atomic) and `image` is written once in `init` and only read afterwards; `state` is
+    // atomic.
 
     static let active: UInt8 = 0
     static let paused: UInt8 = 1
     static let removed: UInt8 = 2
 
-    /// The observer. `nil` once it deinitialised (or while its deinit runs).
-    weak let object: AnyObject?
+    /// The observer. `nil` once it deinitialised (or while its deinit runs). Written only in
+    /// `init`: a `weak var` because immutable weak properties need Swift 6.3 (SE-0481).
+    weak var object: AnyObject?
     /// The observer's identity at registration; the key in its list's `byObject`. An address
     /// can be reused after the observer died, so a match means "this observer or a dead one".
     let objectID: ObjectIdentifier
@@ -271,12 +273,13 @@ extension _ProtocolList {
 /// The home of a token made by `PostCenter.observe(_:for:)`: one per token, pointing at the
 /// registration it controls.
 final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
-    // @unchecked: all stored properties are immutable; `registry` is a weak reference (atomic
-    // loads) and the entry's mutable state is atomic and written under the registry's lock.
+    // @unchecked: all stored properties are written only in `init`; `registry` is a weak
+    // reference (atomic loads) and the entry's mutable state is atomic and written under the
+    // registry's lock.
 
     /// Weak, so that a token outliving its center does not keep the registry: it then reads nil
-    /// and the token is inactive and harmless.
-    weak let registry: _ProtocolRegistry?
+    /// and the token is inactive and harmless. Written only in `init` (a `weak var` for Swift 6.2).
+    weak var registry: _ProtocolRegistry?
     let key: ObjectIdentifier
     let entry: _ProtocolEntry
 
