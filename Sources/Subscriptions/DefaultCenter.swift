@@ -63,7 +63,7 @@ extension PostCenter {
     /// The posts of `name` on ``default`` as a single-consumer asynchronous sequence of
     /// envelopes; same as `PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)`.
     public static func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded
     ) -> Posts<PostObject> {
         PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)
     }
@@ -101,7 +101,7 @@ extension PostCenter {
     /// The posts of `topic` on ``default`` as a single-consumer asynchronous sequence of
     /// payloads; same as `PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)`.
     public static func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded
     ) -> Posts<Payload> {
         PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)
     }

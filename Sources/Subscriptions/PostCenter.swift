@@ -37,21 +37,26 @@ public final class PostCenter: Sendable {
 
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
-    /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
-    let _diagnostics = _Lock<Diagnostics?>(nil)
+    /// See `diagnostics`; `_diagnosing` mirrors whether it is set (written under the lock), for
+    /// a lock-free check.
+    let _diagnostics = _Lock<_DiagnosticsState>(_DiagnosticsState())
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
+    /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
+    let _sequences = _PostsRegistry()
 
     /// Creates an empty center.
     ///
-    /// When the center deinitialises, tokens still alive become inactive and harmless.
+    /// When the center deinitialises, tokens still alive become inactive and harmless, and
+    /// ``Posts`` sequences of it finish after yielding what they buffered.
     public init() {
         _stripes = _Stripes(count: 16)
     }
 
     deinit {
         _detachAll()
+        _sequences.closeAll()
     }
 
     // MARK: Plain names

@@ -248,8 +248,10 @@ extension Style {
             center.post("leak.async", data: Payload(i))
             let done = DispatchSemaphore(value: 0)
             Task {
-                var iterator = sequence.makeAsyncIterator()
-                if let item = await iterator.next(), item.value == i { called() }
+                do {  // the iterator (and with it the subscription) goes before the signal
+                    var iterator = sequence.makeAsyncIterator()
+                    if let item = await iterator.next(), item.value == i { called() }
+                }
                 done.signal()
             }
             done.wait()

@@ -5,7 +5,7 @@ struct _NameKey: Sendable {
 
     init(_ name: String) {
         self.name = name
-        self.hash = _hashName(name)
+        self.hash = _canonicalNameHash(name)
     }
 }
 
