@@ -6,7 +6,9 @@ extension PostCenter {
         /// `name` now has `count` live subscriptions, at or past
         /// ``Diagnostics/subscriptionLimit`` (reported at the limit, then at each doubling).
         /// Usually tokens that are created repeatedly and stored somewhere that never lets go.
-        case manySubscriptions(name: String, count: Int)
+        /// `site` is the call site holding the most of them (see
+        /// ``PostCenter/subscriptionSites(for:)``): the line to look at.
+        case manySubscriptions(name: String, count: Int, site: SubscriptionSite?)
         /// A post of `name` started while `depth - 1` posts of the same name were already in
         /// progress on the same thread: handlers re-posting their own name (directly or through
         /// other names). Reported each time the depth reaches ``Diagnostics/nestingLimit``.
@@ -15,8 +17,9 @@ extension PostCenter {
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
             switch self {
-            case .manySubscriptions(let name, let count):
-                return "Subscriptions: \"\(name)\" has \(count) live subscriptions; possible leak: "
+            case .manySubscriptions(let name, let count, let site):
+                return "Subscriptions: \"\(name)\" has \(count) live subscriptions"
+                    + (site.map { ", most from \($0.fileID):\($0.line) (\($0.count))" } ?? "") + "; possible leak: "
                     + "keep each Subscription in the object that owns the interest, and let it go with that object."
             case .deepNesting(let name, let depth):
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
@@ -36,7 +39,7 @@ extension PostCenter {
     ///   lock of the center held; it may call back into the center.
     public struct Diagnostics: Sendable {
         /// The number of live subscriptions of one name that triggers
-        /// ``Diagnostic/manySubscriptions(name:count:)``, like Node's max-listeners warning.
+        /// ``Diagnostic/manySubscriptions(name:count:site:)``, like Node's max-listeners warning.
         public var subscriptionLimit: Int
         /// The re-entrant nesting depth of one name on one thread that triggers
         /// ``Diagnostic/deepNesting(name:depth:)``.
@@ -104,6 +107,7 @@ extension PostCenter {
         guard let diagnostics = self.diagnostics, live >= diagnostics.subscriptionLimit else { return }
         let ratio = live / diagnostics.subscriptionLimit
         guard live % diagnostics.subscriptionLimit == 0, ratio & (ratio - 1) == 0 else { return }
-        diagnostics.report(.manySubscriptions(name: key.name, count: live))
+        let site = _subscriptionSites(key).first
+        diagnostics.report(.manySubscriptions(name: key.name, count: live, site: site))
     }
 }
