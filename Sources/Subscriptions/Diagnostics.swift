@@ -6,10 +6,12 @@ extension PostCenter {
         /// `name` now has `count` live subscriptions, at or past
         /// ``Diagnostics/subscriptionLimit`` (reported at the limit, then at each doubling).
         /// Usually tokens that are created repeatedly and stored somewhere that never lets go.
+        /// `site` is the call site holding the most of them (see
+        /// ``PostCenter/subscriptionSites(for:)``): the line to look at.
         ///
         /// Reported once per level: a count that goes up and down around the limit is not
         /// reported again until it has fallen below half the limit.
-        case manySubscriptions(name: String, count: Int)
+        case manySubscriptions(name: String, count: Int, site: SubscriptionSite?)
         /// A post of `name` started while `depth - 1` posts of the same name were already in
         /// progress on the same thread: handlers re-posting their own name (directly or through
         /// other names). Reported each time the depth reaches ``Diagnostics/nestingLimit``.
@@ -23,8 +25,9 @@ extension PostCenter {
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
             switch self {
-            case .manySubscriptions(let name, let count):
-                return "Subscriptions: \"\(name)\" has \(count) live subscriptions; possible leak: "
+            case .manySubscriptions(let name, let count, let site):
+                return "Subscriptions: \"\(name)\" has \(count) live subscriptions"
+                    + (site.map { ", most from \($0.fileID):\($0.line) (\($0.count))" } ?? "") + "; possible leak: "
                     + "keep each Subscription in the object that owns the interest, and let it go with that object."
             case .deepNesting(let name, let depth):
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
@@ -51,7 +54,7 @@ extension PostCenter {
     ///   object's deinit may call back into the center.
     public struct Diagnostics: Sendable {
         /// The number of live subscriptions of one name that triggers
-        /// ``Diagnostic/manySubscriptions(name:count:)``, like Node's max-listeners warning.
+        /// ``Diagnostic/manySubscriptions(name:count:site:)``, like Node's max-listeners warning.
         public var subscriptionLimit: Int
         /// The re-entrant nesting depth of one name on one thread that triggers
         /// ``Diagnostic/deepNesting(name:depth:)``.
@@ -134,8 +137,9 @@ extension PostCenter {
             guard let diagnostics = state.value else { return nil }
             return state.lockedCount(key.name, live, diagnostics.subscriptionLimit) ? diagnostics : nil
         }
+        guard let report else { return }
         // `report` is a copy: its closure is released here, unlocked.
-        report?.report(.manySubscriptions(name: key.name, count: live))
+        report.report(.manySubscriptions(name: key.name, count: live, site: _subscriptionSites(key).first))
     }
 
     /// Reports that a `Posts` sequence of `name` discarded `count` posts, if diagnostics are on.

@@ -17,6 +17,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsFoundation
 import Synchronization
 
 #if canImport(Glibc)

@@ -151,19 +151,16 @@ struct DiagnosticsSettingTests {
             tokens.removeLast()  // 3
             tokens.append(center.subscribe("wobble") { _ in })  // 4 again: not reported again
         }
-        #expect(reports.values == [.manySubscriptions(name: "wobble", count: 4)])
+        #expect(counts(reports.values) == ["wobble:4"])
         // Falling below half the limit (to 1) forgets the report: reaching 4 again reports.
         tokens.removeLast(3)
         for _ in 0..<3 { tokens.append(center.subscribe("wobble") { _ in }) }
-        #expect(
-            reports.values == [
-                .manySubscriptions(name: "wobble", count: 4), .manySubscriptions(name: "wobble", count: 4),
-            ])
+        #expect(counts(reports.values) == ["wobble:4", "wobble:4"])
         // Doublings are still reported, once each.
         for _ in 0..<4 { tokens.append(center.subscribe("wobble") { _ in }) }
         tokens.removeLast()
         tokens.append(center.subscribe("wobble") { _ in })
-        #expect(reports.values.last == .manySubscriptions(name: "wobble", count: 8))
+        #expect(counts(reports.values).last == "wobble:8")
         #expect(reports.count == 3)
     }
 
@@ -176,5 +173,13 @@ struct DiagnosticsSettingTests {
         for _ in 0..<2 { tokens.append(center.subscribe("half") { _ in }) }
         #expect(reports.count == 1)
         withExtendedLifetime(tokens) {}
+    }
+}
+
+/// The `name:count` of each `manySubscriptions` report (the site is checked elsewhere).
+private func counts(_ reports: [PostCenter.Diagnostic]) -> [String] {
+    reports.map { report in
+        guard case .manySubscriptions(let name, let count, _) = report else { return "\(report)" }
+        return "\(name):\(count)"
     }
 }

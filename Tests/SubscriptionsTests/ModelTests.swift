@@ -736,7 +736,7 @@ final class RealSide: @unchecked Sendable {
         }
     }
 
-    func make<Payload>(
+    func make<Payload: Sendable>(
         _ topic: Topic<Payload>, _ style: ModelStyle, _ delivery: ModelDelivery, _ id: Int, _ nested: ModelOp?,
         _ observer: ModelObserver?, _ sender: ModelSender?, _ describe: @escaping @Sendable (Payload) -> String
     ) -> Subscription {

@@ -1,6 +1,6 @@
 import Dispatch
-import Foundation
 import Synchronization
+internal import _SubscriptionsShims
 
 /// One registration in a route: its state word and the way to call its handler.
 ///
@@ -28,6 +28,9 @@ class _Entry: @unchecked Sendable {
     let state = Atomic<UInt32>(_Entry.active)
     /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
     @exclusivity(unchecked) var index: UInt32 = 0
+    /// Where it was subscribed: an id of `_CallSites`, 0 when unknown. Written before the entry
+    /// is published to its route, immutable afterwards.
+    @exclusivity(unchecked) var site: UInt32 = 0
 
     /// The slow path: deliver `post` to this entry if its payload type (and sender filter)
     /// matches. Returns whether the handler ran or was scheduled. Called without any lock held,
@@ -220,5 +223,5 @@ private let _mainQueueKey: DispatchSpecificKey<UInt8> = {
 
 /// Whether the caller runs on the main actor's executor: the main thread, or the main queue.
 func _isOnMainActor() -> Bool {
-    Thread.isMainThread || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
+    _subscriptions_is_main_thread() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
 }

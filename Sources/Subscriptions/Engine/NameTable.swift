@@ -70,6 +70,11 @@ struct _NameTable: ~Copyable {
         return nil
     }
 
+    /// Calls `body` with every route, unretained (valid while the lock is held).
+    func forEachRoute(_ body: (_Route) -> Void) {
+        for case let route? in slots { route._withUnsafeGuaranteedRef(body) }
+    }
+
     /// Adds `route`, whose name is not in the table yet.
     mutating func insert(_ route: _Route) {
         if (count + 1) * 2 > slots.count { grow() }

@@ -32,9 +32,14 @@ final class _ProtocolEntry: @unchecked Sendable {
     let state = Atomic<UInt8>(_ProtocolEntry.active)
     /// A non-owning copy of the observer as a `P`, or `nil` when the cast is used instead.
     private let image: UnsafeMutableRawPointer?
+    /// The protocol registered for, and where (an id of `_CallSites`), for `debugDescription`.
+    let protocolType: Any.Type
+    let site: UInt32
 
-    /// Registers `object`, which is `observer` seen as a class instance.
-    init<P>(_ observer: P, object: AnyObject) {
+    /// Registers `object`, which is `observer` seen as a class instance, from call site `site`.
+    init<P>(_ observer: P, object: AnyObject, site: UInt32 = 0) {
+        self.protocolType = P.self
+        self.site = site
         self.object = object
         self.objectID = ObjectIdentifier(object)
         let size = MemoryLayout<P>.size
@@ -150,7 +155,7 @@ final class _ProtocolRegistry: Sendable {
     /// - Returns: The registration, new or existing.
     /// - Complexity: amortised O(1); a sweep for dead observers, O(registrations of `key`),
     ///   happens each time the list doubles.
-    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier) -> _ProtocolEntry {
+    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier, site: UInt32 = 0) -> _ProtocolEntry {
         var keep: [AnyObject] = []
         let entry = mutex.withLock { lists -> _ProtocolEntry in
             let id = ObjectIdentifier(object)
@@ -161,7 +166,7 @@ final class _ProtocolRegistry: Sendable {
                 if existing.object != nil { return existing }
                 lists[key]?.remove(existing)
             }
-            let entry = _ProtocolEntry(observer, object: object)
+            let entry = _ProtocolEntry(observer, object: object, site: site)
             lists[key, default: _ProtocolList()].append(entry, keeping: &keep)
             return entry
         }
