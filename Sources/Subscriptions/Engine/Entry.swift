@@ -108,6 +108,10 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// The observer of a selector registration (`observed`), held weakly.
     weak let observer: AnyObject?
     let observed: Bool
+    /// The observer's identity at registration, for `removeObserver(_:)`, which must find the
+    /// registrations without loading (retaining) any observer. An address can be reused after the
+    /// observer died, so a match means "this observer or a dead one".
+    let observerID: ObjectIdentifier?
     /// The only sender this subscription accepts (`filtered`), held weakly.
     weak let sender: AnyObject?
     let filtered: Bool
@@ -121,6 +125,7 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         self.once = once
         self.observer = observer
         self.observed = observer != nil
+        self.observerID = observer.map(ObjectIdentifier.init)
         self.sender = sender
         self.filtered = sender != nil
     }
