@@ -12,25 +12,27 @@ class _Entry: @unchecked Sendable {
     // everything else in subclasses is immutable or atomic.
 
     /// Receives posts.
-    static let active: UInt32 = 0
+    static let active: UInt16 = 0
     /// Skipped by posts until resumed.
-    static let paused: UInt32 = 1
+    static let paused: UInt16 = 1
     /// Gone for good; its queued deliveries are dropped.
-    static let cancelled: UInt32 = 2
+    static let cancelled: UInt16 = 2
     /// A one-shot subscription that fired: receives nothing more, but the delivery it won still runs.
-    static let spent: UInt32 = 3
+    static let spent: UInt16 = 3
 
     /// `index` of an entry that is no longer in its route's slot array.
     static let detached = UInt32.max
 
     /// One of the states above. Read without the lock by posts; written under it (or, for
     /// `spent`, claimed with a compare-exchange by the post that wins a one-shot).
-    let state = Atomic<UInt32>(_Entry.active)
-    /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
-    @exclusivity(unchecked) var index: UInt32 = 0
+    /// 16 bits, so that `site` fits beside it in the word `state` used to fill alone: an entry
+    /// stays 24 bytes before its subclass's fields (a `_Handler` is a 48-byte malloc block).
+    let state = Atomic<UInt16>(_Entry.active)
     /// Where it was subscribed: an id of `_CallSites`, 0 when unknown. Written before the entry
     /// is published to its route, immutable afterwards.
-    @exclusivity(unchecked) var site: UInt32 = 0
+    @exclusivity(unchecked) var site: UInt16 = 0
+    /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
+    @exclusivity(unchecked) var index: UInt32 = 0
 
     /// The slow path: deliver `post` to this entry if its payload type (and sender filter)
     /// matches. Returns whether the handler ran or was scheduled. Called without any lock held,
