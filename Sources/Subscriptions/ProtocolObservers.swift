@@ -89,14 +89,14 @@ extension PostCenter {
     /// ``Subscription/isActive`` is `false` once the registration is removed (by any means),
     /// while paused, after the observer deallocated, and after the center deinitialised.
     ///
-    /// If `observer` is already registered for `protocolType` (by ``addObserver(_:for:)`` or
+    /// If `observer` is already registered for `protocolType` (by ``addObserver(_:for:fileID:line:)`` or
     /// another token), the token controls that same registration: there is still one, and
     /// cancelling any of its tokens ends it.
     ///
     /// > Important: Keep the token. Dropping it, for example with `_ = center.observe(...)`,
-    /// > removes the observer at once. Use ``addObserver(_:for:)`` when you do not want a token.
+    /// > removes the observer at once. Use ``addObserver(_:for:fileID:line:)`` when you do not want a token.
     ///
-    /// - Precondition: `observer` is a class instance (see ``addObserver(_:for:)``).
+    /// - Precondition: `observer` is a class instance (see ``addObserver(_:for:fileID:line:)``).
     /// - Parameters:
     ///   - observer: The object to notify. Held weakly; the token does not retain it either, so
     ///     the observer can own its token without a reference cycle.

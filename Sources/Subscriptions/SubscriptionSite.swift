@@ -56,7 +56,7 @@ extension PostCenter {
     func _subscriptionSites(_ key: _NameKey) -> [SubscriptionSite] {
         var keep: [AnyObject] = []
         let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { routes -> [UInt32: Int] in
+            stripe.mutex.withLock { routes -> [UInt16: Int] in
                 guard let route = routes.find(key) else { return [:] }
                 return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
             }
@@ -73,8 +73,8 @@ extension PostCenter {
 
 extension _Route {
     /// Live subscriptions per call-site id. Loaded observers and senders go to `keep`.
-    func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt32: Int] {
-        var counts: [UInt32: Int] = [:]
+    func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt16: Int] {
+        var counts: [UInt16: Int] = [:]
         for i in 0..<count {
             let bits = slots[i].load(ordering: .relaxed)
             guard bits != 0 else { continue }
@@ -106,10 +106,10 @@ extension Subscription: CustomDebugStringConvertible {
         return "Subscription(\(name)\(place), \(state))"
     }
 
-    private func _describe() -> (name: String, site: UInt32, state: String) {
+    private func _describe() -> (name: String, site: UInt16, state: String) {
         if let route = _home as? _Route {
             var keep: [AnyObject] = []
-            let (site, state) = route.stripe.mutex.withLock { _ -> (UInt32, String) in
+            let (site, state) = route.stripe.mutex.withLock { _ -> (UInt16, String) in
                 guard let entry = _entry else { return (0, "cancelled") }
                 let state = entry.state.load(ordering: .relaxed)
                 if route.detached || (state != _Entry.active && state != _Entry.paused)

@@ -34,10 +34,10 @@ final class _ProtocolEntry: @unchecked Sendable {
     private let image: UnsafeMutableRawPointer?
     /// The protocol registered for, and where (an id of `_CallSites`), for `debugDescription`.
     let protocolType: Any.Type
-    let site: UInt32
+    let site: UInt16
 
     /// Registers `object`, which is `observer` seen as a class instance, from call site `site`.
-    init<P>(_ observer: P, object: AnyObject, site: UInt32 = 0) {
+    init<P>(_ observer: P, object: AnyObject, site: UInt16 = 0) {
         self.protocolType = P.self
         self.site = site
         self.object = object
@@ -155,7 +155,7 @@ final class _ProtocolRegistry: Sendable {
     /// - Returns: The registration, new or existing.
     /// - Complexity: amortised O(1); a sweep for dead observers, O(registrations of `key`),
     ///   happens each time the list doubles.
-    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier, site: UInt32 = 0) -> _ProtocolEntry {
+    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier, site: UInt16 = 0) -> _ProtocolEntry {
         var keep: [AnyObject] = []
         let entry = mutex.withLock { lists -> _ProtocolEntry in
             let id = ObjectIdentifier(object)
