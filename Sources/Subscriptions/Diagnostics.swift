@@ -18,8 +18,8 @@ extension PostCenter {
         case deepNesting(name: String, depth: Int)
         /// A ``Posts`` sequence of `name` with a bounded ``PostsBufferingPolicy`` discarded `count`
         /// posts because its consumer did not take them in time. Reported when the consumer next
-        /// takes a post (or the sequence ends), with the number discarded since the previous
-        /// report, on the iterating task.
+        /// takes a post, with the number discarded since the previous report, on the iterating
+        /// task; posts discarded after the consumer's last take are not reported.
         case droppedPosts(name: String, count: Int)
 
         /// A one-line explanation that names the problem and the usual fix.

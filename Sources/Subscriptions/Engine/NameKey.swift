@@ -1,8 +1,8 @@
 /// The hash under which the name table files a name: equal for names that are equal `String`s.
 ///
 /// Swift compares strings by canonical equivalence: `"caf\u{E9}"` (é as one scalar) and
-/// `"cafe\u{301}"` (e and a combining accent) are equal, so they are one name. The fast byte hash
-/// of the name table sees different bytes, so it is used only where bytes and equality agree:
+/// `"cafe\u{301}"` (e and a combining accent) are equal, so they are one name. A byte hash sees
+/// different bytes, so the fast one (`_asciiHash`) is used only where bytes and equality agree:
 ///
 /// - **ASCII names** (nearly all of them) have exactly one canonical form. They get the fast hash
 ///   of their bytes, with the ASCII check folded into the same pass.
@@ -14,7 +14,8 @@
 ///   hashes the canonical form, so equivalent spellings meet.
 ///
 /// Names come from the program, not from an adversary, so the unseeded byte hash is fine for
-/// ASCII; non-ASCII names pay for `Hasher` (about twice the hashing cost), on their posts only.
+/// ASCII. Non-ASCII names pay for a pass over their scalars and `Hasher` on every post by name;
+/// a `Topic` hashes its name once.
 @inline(__always)
 func _canonicalNameHash(_ name: String) -> UInt {
     var name = name
