@@ -42,10 +42,10 @@ import Subscriptions
 /// expected kind is counted in ``rejectedMessages`` and skipped.
 ///
 /// ## Lifetime
-/// The relay holds `center` strongly, the center holds only the tokens' handlers. Keep the relay
-/// alive for as long as you relay: when it deinitialises it sends what is queued (waiting at most
-/// ``Options/connectTimeout``), disconnects and joins its threads; tokens still alive then relay
-/// nothing. All members are safe to use from any thread.
+/// The relay holds `center` strongly; each token it returns holds the relay. The relay runs while
+/// you hold it or any of its tokens: when the last of them goes, it sends what is queued (waiting
+/// at most ``Options/connectTimeout``), disconnects and joins its threads. All members are safe to
+/// use from any thread.
 ///
 /// On Linux, the first relay sets `SIGPIPE` to be ignored when it still has its default
 /// disposition, so that a write to a closed connection fails instead of ending the process.
@@ -147,8 +147,8 @@ public final class RedisRelay: Sendable {
     /// is queued for Redis before `post` returns; it receives typed posts and plain posts whose data
     /// is a `Payload`. Received posts are made on the relay's subscriber thread.
     ///
-    /// - Returns: The token. Cancelling or dropping it stops both directions; the channel is
-    ///   unsubscribed. Until the server confirms the subscription, messages from other processes
+    /// - Returns: The token; it keeps the relay alive. Cancelling or dropping it stops both
+    ///   directions; the channel is unsubscribed. Until the server confirms the subscription, messages from other processes
     ///   may be missed: see ``waitUntilReady(timeout:)``.
     /// - Precondition: the relay does not relay `topic`'s name already (it would publish every post
     ///   twice); the call stops the process with a message naming the topic.
@@ -159,7 +159,7 @@ public final class RedisRelay: Sendable {
             center?.post(topic, value)
             return true
         }
-        let lease = core.bind(topic.name, inbound)
+        let lease = core.bind(topic.name, inbound, owner: self)
         return center.subscribe(topic) { [lease] payload in
             guard !lease.isInbound else { return }
             guard let body = try? JSONEncoder().encode(payload) else {
@@ -177,8 +177,8 @@ public final class RedisRelay: Sendable {
     /// The relay subscribes to `name` on ``center`` with ``Delivery/immediate`` delivery. Received
     /// posts are made on the relay's subscriber thread.
     ///
-    /// - Returns: The token. Cancelling or dropping it stops both directions; the channel is
-    ///   unsubscribed.
+    /// - Returns: The token; it keeps the relay alive. Cancelling or dropping it stops both
+    ///   directions; the channel is unsubscribed.
     /// - Precondition: the relay does not relay `name` already; the call stops the process with a
     ///   message naming it.
     public func relay(_ name: String) -> Subscription {
@@ -187,7 +187,7 @@ public final class RedisRelay: Sendable {
             center?.post(name, flag: flag)
             return true
         }
-        let lease = core.bind(name, inbound)
+        let lease = core.bind(name, inbound, owner: self)
         return center.subscribe(name) { [lease] post in
             guard !lease.isInbound else { return }
             lease.send(kind: _Wire.plain, body: post.flag.utf8)

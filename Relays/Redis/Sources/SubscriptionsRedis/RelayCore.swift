@@ -62,7 +62,7 @@ final class _RelayCore: Sendable {
     // MARK: Inbound
 
     /// Records `inbound` for `name`'s channel and asks the subscriber thread to subscribe.
-    func bind(_ name: String, _ inbound: _Inbound) -> _Lease {
+    func bind(_ name: String, _ inbound: _Inbound, owner: RedisRelay) -> _Lease {
         let channel = prefix + name
         let taken = channels.withLock { channels -> Bool in
             if channels.bindings[channel] != nil { return true }
@@ -75,7 +75,7 @@ final class _RelayCore: Sendable {
                     + "(relaying a name twice would publish every post twice)")
         }
         subscriberWake.wake()
-        return _Lease(core: self, channel: channel, inbound: inbound)
+        return _Lease(core: self, channel: channel, inbound: inbound, owner: owner)
     }
 
     /// Forgets `inbound` (if it is still the binding of `channel`) and asks the subscriber thread
@@ -167,18 +167,22 @@ final class _Inbound: Sendable {
 
 /// What the relay's local handler for a name holds: when the center releases the handler (the
 /// token was cancelled or dropped), the lease deinitialises and unbinds the channel, which stops
-/// the inbound direction too.
+/// the inbound direction too. It also keeps the relay (and so its threads) alive while the token
+/// lives.
 final class _Lease: Sendable {
     let core: _RelayCore
     let channel: String
     let channelBytes: [UInt8]
     let inbound: _Inbound
+    /// The relay, kept alive while this token lives.
+    let owner: RedisRelay
 
-    init(core: _RelayCore, channel: String, inbound: _Inbound) {
+    init(core: _RelayCore, channel: String, inbound: _Inbound, owner: RedisRelay) {
         self.core = core
         self.channel = channel
         self.channelBytes = Array(channel.utf8)
         self.inbound = inbound
+        self.owner = owner
     }
 
     deinit { core.unbind(channel, inbound) }
