@@ -2,8 +2,10 @@
 import PackageDescription
 
 // The Redis relay for Subscriptions: a package of its own so that the core library keeps zero
-// dependencies. It depends on the repository's root package by path; the product is named after
-// the root package ("Subscriptions"), which works whatever the checkout's folder is called.
+// dependencies. It depends on the repository's root package by path, through the symbolic link
+// `Dependencies/Subscriptions` -> `../../..`: a path dependency's identity is its folder's name,
+// and the link gives it the same one ("subscriptions") whatever the checkout is called (a
+// checkout named "redis" would otherwise clash with this package's own identity).
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
 let package = Package(
@@ -13,7 +15,7 @@ let package = Package(
         .library(name: "SubscriptionsRedis", targets: ["SubscriptionsRedis"])
     ],
     dependencies: [
-        .package(name: "Subscriptions", path: "../..")
+        .package(path: "Dependencies/Subscriptions")
     ],
     targets: [
         .systemLibrary(
