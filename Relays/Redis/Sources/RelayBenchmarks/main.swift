@@ -158,13 +158,15 @@ func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped:
     return line
 }
 
-/// Posts `count` ticks as fast as possible; posts per second from the first post to the last receipt.
-func relayThroughput(count: Int) -> Double {
+/// Posts `count` ticks as fast as possible; posts per second from the first post to the last
+/// receipt, and of the posting loop alone (encoding and queueing on the posting thread).
+func relayThroughput(count: Int) -> (endToEnd: Double, posting: Double) {
     let before = (relay.publishedPosts, relay.droppedPosts)
     let start = now()
     for seq in 0..<count { center.post(.tick, Tick(seq: seq, sent: now())) }
+    let posted = now()
     let line = finishPhase("throughput", posted: count, before: before)
-    return Double(count) / (Double(field(line, "last") - start) / 1e9)
+    return (Double(count) / (Double(field(line, "last") - start) / 1e9), Double(count) / (Double(posted - start) / 1e9))
 }
 
 /// Posts `count` ticks at `rate` per second; one-way latency p50 and p99 in microseconds.
@@ -213,11 +215,14 @@ let messageSize = 20 + Array(try! JSONEncoder().encode(Tick(seq: 99_999, sent: n
 
 _ = relayThroughput(count: throughputCount / 10)  // warm-up: connections, allocator, JIT-free code paths
 var relayRates: [Double] = []
+var postingRates: [Double] = []
 var redisRates: [Double] = []
 var p50s: [Double] = []
 var p99s: [Double] = []
 for _ in 0..<repetitions {
-    relayRates.append(relayThroughput(count: throughputCount))
+    let throughput = relayThroughput(count: throughputCount)
+    relayRates.append(throughput.endToEnd)
+    postingRates.append(throughput.posting)
     redisRates.append(redisBenchmark(count: throughputCount, size: messageSize))
     let latency = relayLatency(count: latencyCount, rate: latencyRate)
     p50s.append(latency.p50)
@@ -233,6 +238,7 @@ say(
     "RelayBenchmarks (\(quick ? "quick" : "full"), medians of \(repetitions); pipelining \(pipeline), ~\(messageSize)-byte messages)"
 )
 say("  relay, process to process:     \(rate(relayRate)) posts/s   (runs: \(relayRates.map { Int($0) }))")
+say("  posting loop alone (sender):   \(rate(median(postingRates))) posts/s")
 say("  redis-benchmark PUBLISH:       \(rate(redisRate)) req/s     (runs: \(redisRates.map { Int($0) }))")
 say(String(format: "  ratio relay / redis-benchmark: %.2f  (target >= 0.50)", relayRate / redisRate))
 say(

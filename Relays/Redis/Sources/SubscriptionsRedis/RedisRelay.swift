@@ -160,9 +160,10 @@ public final class RedisRelay: Sendable {
             return true
         }
         let lease = core.bind(topic.name, inbound, owner: self)
+        let encoder = JSONEncoder()
         return center.subscribe(topic) { [lease] payload in
             guard !lease.isInbound else { return }
-            guard let body = try? JSONEncoder().encode(payload) else {
+            guard let body = try? encoder.encode(payload) else {
                 lease.core.dropped.add(1, ordering: .relaxed)
                 return
             }
