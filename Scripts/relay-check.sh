@@ -66,6 +66,14 @@ swift format lint --strict --recursive Package.swift Sources Tests Examples
 step "build: the relay package and its tests, warnings as errors"
 swift build --build-tests -Xswiftc -warnings-as-errors
 
+step "every public symbol of SubscriptionsRedis has a doc comment"
+graphs="$root/Relays/Redis/.build/symbol-graphs/graphs"
+rm -rf "$graphs"
+mkdir -p "$graphs"
+swift build --scratch-path .build/symbol-graphs --target SubscriptionsRedis -Xswiftc -emit-symbol-graph \
+    -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public
+python3 "$root/Scripts/check-doc-comments.py" "$graphs" SubscriptionsRedis
+
 step "swift test (RELAY_REDIS_PORT=$port)"
 RELAY_REDIS_PORT=$port swift test --skip-build
 
