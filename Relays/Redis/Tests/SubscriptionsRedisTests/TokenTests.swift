@@ -38,13 +38,17 @@ struct TokenTests {
         withExtendedLifetime((tokens, locals)) {}
     }
 
-    @Test func relayingANameTwiceStopsWithAMessage() async {
-        await #expect(processExitsWith: .failure) {
+    @Test func relayingANameTwiceStopsWithAMessage() async throws {
+        let result = try await #require(
+            processExitsWith: .failure, observing: [\.standardErrorContent]
+        ) {
             let relay = try! RedisRelay(center: PostCenter(), host: "127.0.0.1", port: RedisServer.shared)
             let first = relay.relay("twice")
             let second = relay.relay("twice")
             withExtendedLifetime((first, second)) {}
         }
+        let message = String(decoding: result.standardErrorContent, as: UTF8.self)
+        #expect(message.contains("RedisRelay.relay(\"twice\"): this relay already relays \"twice\""))
     }
 
     @Test func aNameCanBeRelayedAgainOnceItsTokenIsGone() throws {
