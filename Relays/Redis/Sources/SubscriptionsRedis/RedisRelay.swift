@@ -39,7 +39,9 @@ import Subscriptions
 /// could not be sent are counted in ``droppedPosts``: those made while disconnected, those queued
 /// beyond ``Options/maxQueuedPosts``, and those sent whose reply never came (a few of these may have
 /// reached the server). A message on a relayed channel that is not a well-formed post of the
-/// expected kind is counted in ``rejectedMessages`` and skipped.
+/// expected kind is counted in ``rejectedMessages`` and skipped. A receiving relay whose handlers
+/// fall far behind is disconnected by the server (Redis's `client-output-buffer-limit pubsub`,
+/// 32 MB by default); it reconnects, and what the server discarded is lost, uncounted.
 ///
 /// ## Lifetime
 /// The relay holds `center` strongly; each token it returns holds the relay. The relay runs while
