@@ -10,12 +10,20 @@ let package = Package(
     name: "Subscriptions",
     platforms: platforms,
     products: [
-        .library(name: "Subscriptions", targets: ["Subscriptions"])
+        .library(name: "Subscriptions", targets: ["Subscriptions"]),
+        .library(name: "SubscriptionsTestKit", targets: ["SubscriptionsTestKit"]),
     ],
     targets: [
         .target(name: "_SubscriptionsShims"),
         .target(name: "Subscriptions", dependencies: ["_SubscriptionsShims"], swiftSettings: strict),
         .testTarget(name: "SubscriptionsTests", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .target(name: "SubscriptionsTestKit", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsTestKitTests", dependencies: ["SubscriptionsTestKit", "Subscriptions"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "ActorDelivery", dependencies: ["Subscriptions"], path: "Examples/ActorDelivery",
+            swiftSettings: strict),
         .executableTarget(
             name: "Quickstart", dependencies: ["Subscriptions"], path: "Examples/Quickstart", swiftSettings: strict),
         .executableTarget(
