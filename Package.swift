@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "Subscriptions", targets: ["Subscriptions"]),
         // NotificationCenter interop; the only product that loads Foundation.
         .library(name: "SubscriptionsFoundation", targets: ["SubscriptionsFoundation"]),
+        // For users' test targets: records posts and waits for them.
+        .library(name: "SubscriptionsTestKit", targets: ["SubscriptionsTestKit"]),
     ],
     targets: [
         .target(name: "_SubscriptionsShims"),
@@ -22,6 +24,13 @@ let package = Package(
             name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"], swiftSettings: strict),
         .testTarget(
             name: "SubscriptionsFoundationTests", dependencies: ["SubscriptionsFoundation"], swiftSettings: strict),
+        .target(name: "SubscriptionsTestKit", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsTestKitTests", dependencies: ["SubscriptionsTestKit", "Subscriptions"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "ActorDelivery", dependencies: ["Subscriptions"], path: "Examples/ActorDelivery",
+            swiftSettings: strict),
         .executableTarget(
             name: "Quickstart", dependencies: ["Subscriptions"], path: "Examples/Quickstart", swiftSettings: strict),
         .executableTarget(
