@@ -120,6 +120,9 @@ final class RedisServer: @unchecked Sendable {
         if !up { throw ServerError.didNotStart(port) }
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: its sockets stay open, it answers nothing.
+    func freeze(_ frozen: Bool) { kill(pid, frozen ? SIGSTOP : SIGCONT) }
+
     /// Kills the server (SIGKILL: no goodbye to the clients) and waits for it to exit.
     func stop() {
         let taken = lock.withLock { () -> Process? in
