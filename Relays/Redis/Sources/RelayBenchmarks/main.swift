@@ -116,6 +116,12 @@ if arguments.contains("--receive") {
         },
     ]
     guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
+    // Standard input is a pipe from the sending process: end of file means it is gone, and so
+    // must this process be (no orphan left behind by a failed or interrupted run).
+    Thread.detachNewThread {
+        _ = FileHandle.standardInput.readDataToEndOfFile()
+        exit(0)
+    }
     say("ready")
     finished.wait()
     withExtendedLifetime(tokens) {}
@@ -143,6 +149,8 @@ if let path = Bundle.main.executablePath { child.executableURL = URL(fileURLWith
 child.arguments = ["--receive", "--port", "\(port)", "--prefix", prefix]
 let childOutput = Pipe()
 child.standardOutput = childOutput
+let childInput = Pipe()  // never written: closes when this process ends, which ends the child
+child.standardInput = childInput
 do { try child.run() } catch { fail("cannot start the receiving process: \(error)") }
 
 /// The next line the receiving process prints (a few short lines in all: read byte by byte).
@@ -287,6 +295,7 @@ for _ in 0..<repetitions {
 }
 center.post("bench.done", flag: "exit")
 child.waitUntilExit()
+withExtendedLifetime(childInput) {}
 
 let relayRate = median(relayRates)
 let redisRate = median(redisRates)
