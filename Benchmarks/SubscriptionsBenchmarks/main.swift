@@ -9,7 +9,7 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "memory", "threads"]
+let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "memory", "threads", "actors"]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
@@ -124,6 +124,7 @@ func runBenchmarks(_ options: Options) {
     run("churn") { churnSection(config) }
     run("memory") { memorySection(config, quick: options.quick) }
     run("threads") { threadsSection(config) }
+    run("actors") { actorsSection(config) }
 
     let checks = sections.flatMap(\.checks)
     printSummary(checks)
