@@ -46,7 +46,12 @@ final class _RelayCore: Sendable {
     /// Queues one message for the publisher thread, or counts it dropped when the publisher is
     /// disconnected or the queue is full. Never blocks beyond a short lock; never throws.
     func enqueue(channel: [UInt8], kind: UInt8, body: some Collection<UInt8>) {
-        let message = _Wire.message(header: header, kind: kind, body: body)
+        enqueue(channel: channel, message: _Wire.message(header: header, kind: kind, body: body))
+    }
+
+    /// Queues one whole message (header, kind, body) for the publisher thread; see the other
+    /// `enqueue`.
+    func enqueue(channel: [UInt8], message: [UInt8]) {
         let limit = options.maxQueuedPosts
         let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
             guard outbox.connected, outbox.count < limit else { return (false, false) }

@@ -1,13 +1,14 @@
-/// The message format on a relayed channel: `SR1` magic, the sender relay's origin id as 16
+/// The message format on a relayed channel: `SR2` magic (version 2), the sender relay's origin id as 16
 /// lowercase hex digits, a kind byte, then the body.
 ///
-/// - kind `t`: a typed post; the body is the payload encoded as JSON.
+/// - kind `t`: a typed post; the body is the payload in the relay's binary `Codable` format
+///   (`_Codec`). Version 1 (`SR1`) carried JSON; its messages are now foreign.
 /// - kind `p`: a plain post; the body is the `PostObject`'s flag in UTF-8.
 ///
 /// Anything else on a relayed channel (other publishers, other versions) is foreign: counted in
 /// `RedisRelay.rejectedMessages` and skipped.
 enum _Wire {
-    static let magic: [UInt8] = Array("SR1".utf8)
+    static let magic: [UInt8] = Array("SR2".utf8)
     static let originLength = 16
     static let headerLength = magic.count + originLength + 1
     static let typed = UInt8(ascii: "t")
