@@ -72,6 +72,7 @@ final class _RelayCore: Sendable {
         let taken = channels.withLock { channels -> Bool in
             if channels.bindings[channel] != nil { return true }
             channels.bindings[channel] = inbound
+            channels.generation += 1
             return false
         }
         if taken {
@@ -88,6 +89,7 @@ final class _RelayCore: Sendable {
     func unbind(_ channel: String, _ inbound: _Inbound) {
         let removed = channels.withLock { channels -> _Inbound? in
             guard channels.bindings[channel] === inbound else { return nil }
+            channels.generation += 1
             return channels.bindings.removeValue(forKey: channel)
         }
         if removed != nil { subscriberWake.wake() }
@@ -148,6 +150,9 @@ struct _Outbox: Sendable {
 /// The relayed channels (full names, prefix included) and the subscriber connection's state.
 struct _Channels: Sendable {
     var bindings: [String: _Inbound] = [:]
+    /// Changes whenever `bindings` does: the subscriber thread's cached lookup is valid while it
+    /// holds the generation it was made in.
+    var generation = 0
     var connected = false
     /// Channels whose `SUBSCRIBE` the current connection confirmed.
     var confirmed: Set<String> = []

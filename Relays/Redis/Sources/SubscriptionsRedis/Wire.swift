@@ -1,3 +1,5 @@
+import Foundation
+
 /// The message format on a relayed channel: `SR2` magic (version 2), the sender relay's origin id as 16
 /// lowercase hex digits, a kind byte, then the body.
 ///
@@ -40,13 +42,17 @@ enum _Wire {
     /// Splits `bytes` into kind and body; `header` is the receiving relay's own header, to
     /// recognise its own posts.
     static func parse(_ bytes: UnsafeRawBufferPointer, ownHeader header: [UInt8]) -> Parsed {
-        guard bytes.count >= headerLength, bytes.starts(with: magic) else { return .foreign }
-        let origin = bytes[magic.count..<(magic.count + originLength)]
-        guard origin.allSatisfy({ _isLowerHex($0) }) else { return .foreign }
-        if origin.elementsEqual(header[magic.count...]) { return .mine }
-        let kind = bytes[headerLength - 1]
-        guard kind == typed || kind == plain else { return .foreign }
-        return .post(kind: kind, body: UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+        guard bytes.count >= headerLength, let base = bytes.baseAddress else { return .foreign }
+        return header.withUnsafeBytes { header -> Parsed in
+            guard memcmp(base, header.baseAddress!, magic.count) == 0 else { return .foreign }
+            if memcmp(base + magic.count, header.baseAddress! + magic.count, originLength) == 0 { return .mine }
+            for index in magic.count..<(magic.count + originLength) where !_isLowerHex(bytes[index]) {
+                return .foreign
+            }
+            let kind = bytes[headerLength - 1]
+            guard kind == typed || kind == plain else { return .foreign }
+            return .post(kind: kind, body: UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+        }
     }
 }
 
