@@ -52,7 +52,7 @@ private func _pump(_ core: _RelayCore, _ connection: _Connection) -> Int {
             if outbox.count == 0 && inFlight == 0 && batch.isEmpty { outbox.writerWaiting = true }
         }
         if !batch.isEmpty {
-            for post in batch { connection.appendPublish(post.channel, post.message) }
+            connection.appendPublishes(batch)
             inFlight += batch.count
             batch.removeAll(keepingCapacity: true)
             if !connection.flush() { return inFlight }
