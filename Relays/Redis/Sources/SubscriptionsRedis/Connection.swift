@@ -122,6 +122,38 @@ final class _Connection {
         redisBufferRead(context) == REDIS_OK
     }
 
+    /// For a connection that only ever sends `PUBLISH` (whose replies are one line each: `:n` or
+    /// `-error`): reads what the socket holds and counts the replies it completes, without
+    /// hiredis's reader (no reply object per post). `nil` at end of stream or on error. Call it
+    /// only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
+    func readPublishReplies() -> (acknowledged: Int, failed: Int)? {
+        var acknowledged = 0
+        var failed = 0
+        let received = lineBuffer.withUnsafeMutableBytes { buffer in
+            recv(fd, buffer.baseAddress, buffer.count, 0)
+        }
+        if received < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { return (0, 0) }
+        if received <= 0 { return nil }
+        lineBuffer.withUnsafeBytes { buffer in
+            for index in 0..<received {
+                let byte = buffer[index]
+                if atLineStart {
+                    lineIsError = byte == UInt8(ascii: "-")
+                    atLineStart = false
+                }
+                if byte == 10 {
+                    if lineIsError { failed += 1 } else { acknowledged += 1 }
+                    atLineStart = true
+                }
+            }
+        }
+        return (acknowledged, failed)
+    }
+
+    private var lineBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    private var atLineStart = true
+    private var lineIsError = false
+
     /// The next complete reply already read, or `nil`; `false` in `ok` on a protocol error.
     /// The caller frees the reply with `freeReplyObject`.
     func nextReply() -> (reply: UnsafeMutablePointer<redisReply>?, ok: Bool) {
