@@ -1,5 +1,6 @@
 // RelayBenchmarks: posts per second and one-way latency from one process to another through a
-// RedisRelay, beside `redis-benchmark -t publish` on the same server at the same pipelining.
+// RedisRelay, beside `redis-benchmark`'s PUBLISH on the same server at the same pipelining and
+// message size, both without a subscriber (an upper bound) and with a redis-cli subscriber.
 //
 //     swift run -c release RelayBenchmarks --port 6379 [--quick] [--pipeline 128]
 //
