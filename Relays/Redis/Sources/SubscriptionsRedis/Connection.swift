@@ -57,6 +57,30 @@ final class _Connection {
         }
     }
 
+    /// Appends `PUBLISH channel message` for every post of `batch` to the output buffer: the
+    /// commands are formatted (RESP) into one reused buffer and handed to hiredis in one call, no
+    /// per-command formatting or allocation.
+    func appendPublishes(_ batch: [_Outgoing]) {
+        scratch.removeAll(keepingCapacity: true)
+        for post in batch {
+            scratch.append(contentsOf: Self.publishPrefix)
+            _appendLength(post.channel.count, to: &scratch)
+            scratch.append(contentsOf: post.channel)
+            scratch.append(contentsOf: [13, 10])
+            _appendLength(post.message.count, to: &scratch)
+            scratch.append(contentsOf: post.message)
+            scratch.append(contentsOf: [13, 10])
+        }
+        scratch.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { bytes in
+                _ = redisAppendFormattedCommand(context, bytes.baseAddress, bytes.count)
+            }
+        }
+    }
+
+    private var scratch: [UInt8] = []
+    private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
+
     /// Appends `PUBLISH channel message` to the output buffer.
     func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
         Self.publish.withUnsafeBufferPointer { command in
@@ -98,6 +122,38 @@ final class _Connection {
         redisBufferRead(context) == REDIS_OK
     }
 
+    /// For a connection that only ever sends `PUBLISH` (whose replies are one line each: `:n` or
+    /// `-error`): reads what the socket holds and counts the replies it completes, without
+    /// hiredis's reader (no reply object per post). `nil` at end of stream or on error. Call it
+    /// only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
+    func readPublishReplies() -> (acknowledged: Int, failed: Int)? {
+        var acknowledged = 0
+        var failed = 0
+        let received = lineBuffer.withUnsafeMutableBytes { buffer in
+            recv(fd, buffer.baseAddress, buffer.count, 0)
+        }
+        if received < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { return (0, 0) }
+        if received <= 0 { return nil }
+        lineBuffer.withUnsafeBytes { buffer in
+            for index in 0..<received {
+                let byte = buffer[index]
+                if atLineStart {
+                    lineIsError = byte == UInt8(ascii: "-")
+                    atLineStart = false
+                }
+                if byte == 10 {
+                    if lineIsError { failed += 1 } else { acknowledged += 1 }
+                    atLineStart = true
+                }
+            }
+        }
+        return (acknowledged, failed)
+    }
+
+    private var lineBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    private var atLineStart = true
+    private var lineIsError = false
+
     /// The next complete reply already read, or `nil`; `false` in `ok` on a protocol error.
     /// The caller frees the reply with `freeReplyObject`.
     func nextReply() -> (reply: UnsafeMutablePointer<redisReply>?, ok: Bool) {
@@ -105,6 +161,29 @@ final class _Connection {
         if redisGetReplyFromReader(context, &raw) != REDIS_OK { return (nil, false) }
         return (raw?.assumingMemoryBound(to: redisReply.self), true)
     }
+}
+
+/// Appends `$<count>\r\n` (a RESP bulk string's length line).
+private func _appendLength(_ count: Int, to bytes: inout [UInt8]) {
+    bytes.append(UInt8(ascii: "$"))
+    var digits:
+        (
+            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+            UInt8, UInt8, UInt8, UInt8, UInt8
+        ) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var value = count
+    var used = 0
+    withUnsafeMutableBytes(of: &digits) { digits in
+        repeat {
+            digits[19 - used] = UInt8(ascii: "0") + UInt8(value % 10)
+            value /= 10
+            used += 1
+        } while value > 0
+        bytes.append(contentsOf: digits[(20 - used)...])
+    }
+    bytes.append(13)
+    bytes.append(10)
 }
 
 private func _errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {

@@ -52,7 +52,7 @@ private func _pump(_ core: _RelayCore, _ connection: _Connection) -> Int {
             if outbox.count == 0 && inFlight == 0 && batch.isEmpty { outbox.writerWaiting = true }
         }
         if !batch.isEmpty {
-            for post in batch { connection.appendPublish(post.channel, post.message) }
+            connection.appendPublishes(batch)
             inFlight += batch.count
             batch.removeAll(keepingCapacity: true)
             if !connection.flush() { return inFlight }
@@ -73,23 +73,10 @@ private func _pump(_ core: _RelayCore, _ connection: _Connection) -> Int {
         if !ready.socket && !ready.wake && inFlight > 0 && !stopping { return inFlight }
         if ready.wake { core.publisherWake.drain() }
         if ready.socket {
-            guard connection.readAvailable() else { return inFlight }
-            var acknowledged = 0
-            var failed = 0
-            while true {
-                let (reply, ok) = connection.nextReply()
-                guard ok else {
-                    core.published.add(acknowledged, ordering: .relaxed)
-                    core.dropped.add(failed, ordering: .relaxed)
-                    return inFlight
-                }
-                guard let reply else { break }
-                if reply.pointee.type == REDIS_REPLY_ERROR { failed += 1 } else { acknowledged += 1 }
-                inFlight -= 1
-                freeReplyObject(reply)
-            }
-            core.published.add(acknowledged, ordering: .relaxed)
-            core.dropped.add(failed, ordering: .relaxed)
+            guard let replies = connection.readPublishReplies() else { return inFlight }
+            inFlight -= replies.acknowledged + replies.failed
+            core.published.add(replies.acknowledged, ordering: .relaxed)
+            core.dropped.add(replies.failed, ordering: .relaxed)
         }
     }
 }

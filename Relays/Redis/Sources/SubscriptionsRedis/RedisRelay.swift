@@ -143,7 +143,8 @@ public final class RedisRelay: Sendable {
 
     // MARK: Relaying
 
-    /// Relays `topic` both ways: local posts of it are published to Redis as JSON, and posts
+    /// Relays `topic` both ways: local posts of it are published to Redis in a compact
+    /// binary encoding of its `Codable` form, and posts
     /// published by other relays on its channel are decoded and posted on ``center``.
     ///
     /// The relay subscribes to `topic` on ``center`` with ``Delivery/immediate`` delivery, so a post
@@ -156,21 +157,25 @@ public final class RedisRelay: Sendable {
     /// - Precondition: the relay does not relay `topic`'s name already (it would publish every post
     ///   twice); the call stops the process with a message naming the topic.
     public func relay<Payload: Codable & Sendable>(_ topic: Topic<Payload>) -> Subscription {
-        let decoder = _Decoder()
         let inbound = _Inbound(kind: _Wire.typed) { [weak center] body in
-            guard let value = decoder.decode(Payload.self, from: body) else { return false }
+            guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
             center?.post(topic, value)
             return true
         }
         let lease = core.bind(topic.name, inbound, owner: self)
-        let encoder = JSONEncoder()
         return center.subscribe(topic) { [lease] payload in
             guard !lease.isInbound else { return }
-            guard let body = try? encoder.encode(payload) else {
+            // One array per post: header, kind and body written straight into it, then queued.
+            var message = lease.core.header
+            message.reserveCapacity(64)
+            message.append(_Wire.typed)
+            do {
+                try _Codec.encode(payload, into: &message)
+            } catch {
                 lease.core.dropped.add(1, ordering: .relaxed)
                 return
             }
-            lease.send(kind: _Wire.typed, body: body)
+            lease.core.enqueue(channel: lease.channelBytes, message: message)
         }
     }
 
@@ -264,15 +269,5 @@ private final class _Handoff: @unchecked Sendable {
     func takeSubscriber() -> _Connection? {
         defer { subscribing = nil }
         return subscribing
-    }
-}
-
-/// A JSON decoder used only on the subscriber thread.
-private final class _Decoder: @unchecked Sendable {
-    // @unchecked: the inbound closure that holds it runs on the subscriber thread only.
-    private let decoder = JSONDecoder()
-
-    func decode<T: Decodable>(_ type: T.Type, from body: UnsafeRawBufferPointer) -> T? {
-        try? decoder.decode(type, from: Data(body))
     }
 }

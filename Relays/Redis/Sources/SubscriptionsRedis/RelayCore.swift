@@ -46,7 +46,12 @@ final class _RelayCore: Sendable {
     /// Queues one message for the publisher thread, or counts it dropped when the publisher is
     /// disconnected or the queue is full. Never blocks beyond a short lock; never throws.
     func enqueue(channel: [UInt8], kind: UInt8, body: some Collection<UInt8>) {
-        let message = _Wire.message(header: header, kind: kind, body: body)
+        enqueue(channel: channel, message: _Wire.message(header: header, kind: kind, body: body))
+    }
+
+    /// Queues one whole message (header, kind, body) for the publisher thread; see the other
+    /// `enqueue`.
+    func enqueue(channel: [UInt8], message: [UInt8]) {
         let limit = options.maxQueuedPosts
         let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
             guard outbox.connected, outbox.count < limit else { return (false, false) }
@@ -67,6 +72,7 @@ final class _RelayCore: Sendable {
         let taken = channels.withLock { channels -> Bool in
             if channels.bindings[channel] != nil { return true }
             channels.bindings[channel] = inbound
+            channels.generation += 1
             return false
         }
         if taken {
@@ -83,6 +89,7 @@ final class _RelayCore: Sendable {
     func unbind(_ channel: String, _ inbound: _Inbound) {
         let removed = channels.withLock { channels -> _Inbound? in
             guard channels.bindings[channel] === inbound else { return nil }
+            channels.generation += 1
             return channels.bindings.removeValue(forKey: channel)
         }
         if removed != nil { subscriberWake.wake() }
@@ -143,6 +150,9 @@ struct _Outbox: Sendable {
 /// The relayed channels (full names, prefix included) and the subscriber connection's state.
 struct _Channels: Sendable {
     var bindings: [String: _Inbound] = [:]
+    /// Changes whenever `bindings` does: the subscriber thread's cached lookup is valid while it
+    /// holds the generation it was made in.
+    var generation = 0
     var connected = false
     /// Channels whose `SUBSCRIBE` the current connection confirmed.
     var confirmed: Set<String> = []

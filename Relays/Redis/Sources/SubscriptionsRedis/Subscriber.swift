@@ -1,4 +1,5 @@
 import CHiredis
+import Foundation
 
 /// The subscriber thread: keeps the relayed channels subscribed on its own connection and posts
 /// every message from another relay on the center.
@@ -35,9 +36,11 @@ func _runSubscriber(_ core: _RelayCore, first: _Connection?) {
 private func _serve(_ core: _RelayCore, _ connection: _Connection) {
     var subscribed: Set<String> = []
     var needsSync = true
+    var cache = _ChannelCache()
     while !core.stopping.load(ordering: .acquiring) {
         if needsSync {
             needsSync = false
+            cache = _ChannelCache()  // releases a binding cached before it was unbound
             let wanted = core.channels.withLock { Set($0.bindings.keys) }
             let added = wanted.subtracting(subscribed)
             let removed = subscribed.subtracting(wanted)
@@ -57,7 +60,7 @@ private func _serve(_ core: _RelayCore, _ connection: _Connection) {
                 let (reply, ok) = connection.nextReply()
                 guard ok else { return }
                 guard let reply else { break }
-                _handle(core, reply)
+                _handle(core, reply, &cache)
                 freeReplyObject(reply)
             }
         }
@@ -65,16 +68,44 @@ private func _serve(_ core: _RelayCore, _ connection: _Connection) {
 }
 
 /// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
-private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>) {
+/// The last channel a message came on and its binding: a burst on one channel then costs a
+/// byte comparison per message instead of a `String` and a hash.
+struct _ChannelCache {
+    var name: [UInt8] = []
+    var inbound: _Inbound?
+    var generation = -1
+}
+
+private let _messageKind = Array("message".utf8)
+
+private func _bytes(_ reply: UnsafeMutablePointer<redisReply>) -> UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(start: reply.pointee.str, count: reply.pointee.str == nil ? 0 : Int(reply.pointee.len))
+}
+
+private func _equal(_ bytes: UnsafeRawBufferPointer, _ other: [UInt8]) -> Bool {
+    bytes.count == other.count
+        && other.withUnsafeBytes { other in
+            bytes.count == 0 || memcmp(bytes.baseAddress!, other.baseAddress!, bytes.count) == 0
+        }
+}
+
+/// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
+private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache) {
     guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements >= 3,
         let elements = reply.pointee.element, let kind = elements[0], let channel = elements[1],
         let third = elements[2]
     else { return }
-    let name = _string(kind)
-    switch name {
-    case "message":
-        let channel = _string(channel)
-        guard let inbound = core.channels.withLock({ $0.bindings[channel] }) else { return }
+    if _equal(_bytes(kind), _messageKind) {
+        let name = _bytes(channel)
+        let cached = cache
+        let found = core.channels.withLock { channels -> (_Inbound?, Int)? in
+            if channels.generation == cached.generation && _equal(name, cached.name) { return nil }
+            return (channels.bindings[String(decoding: name, as: UTF8.self)], channels.generation)
+        }
+        if let (inbound, generation) = found {
+            cache = _ChannelCache(name: Array(name), inbound: inbound, generation: generation)
+        }
+        guard let inbound = cache.inbound else { return }
         guard third.pointee.type == REDIS_REPLY_STRING else {
             core.rejected.add(1, ordering: .relaxed)
             return
@@ -89,6 +120,9 @@ private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisRepl
             let delivered = kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
             if !delivered { core.rejected.add(1, ordering: .relaxed) }
         }
+        return
+    }
+    switch _string(kind) {
     case "subscribe":
         let channel = _string(channel)
         core.channels.withLock { _ = $0.confirmed.insert(channel) }

@@ -1,13 +1,16 @@
-/// The message format on a relayed channel: `SR1` magic, the sender relay's origin id as 16
+import Foundation
+
+/// The message format on a relayed channel: `SR2` magic (version 2), the sender relay's origin id as 16
 /// lowercase hex digits, a kind byte, then the body.
 ///
-/// - kind `t`: a typed post; the body is the payload encoded as JSON.
+/// - kind `t`: a typed post; the body is the payload in the relay's binary `Codable` format
+///   (`_Codec`). Version 1 (`SR1`) carried JSON; its messages are now foreign.
 /// - kind `p`: a plain post; the body is the `PostObject`'s flag in UTF-8.
 ///
 /// Anything else on a relayed channel (other publishers, other versions) is foreign: counted in
 /// `RedisRelay.rejectedMessages` and skipped.
 enum _Wire {
-    static let magic: [UInt8] = Array("SR1".utf8)
+    static let magic: [UInt8] = Array("SR2".utf8)
     static let originLength = 16
     static let headerLength = magic.count + originLength + 1
     static let typed = UInt8(ascii: "t")
@@ -39,13 +42,17 @@ enum _Wire {
     /// Splits `bytes` into kind and body; `header` is the receiving relay's own header, to
     /// recognise its own posts.
     static func parse(_ bytes: UnsafeRawBufferPointer, ownHeader header: [UInt8]) -> Parsed {
-        guard bytes.count >= headerLength, bytes.starts(with: magic) else { return .foreign }
-        let origin = bytes[magic.count..<(magic.count + originLength)]
-        guard origin.allSatisfy({ _isLowerHex($0) }) else { return .foreign }
-        if origin.elementsEqual(header[magic.count...]) { return .mine }
-        let kind = bytes[headerLength - 1]
-        guard kind == typed || kind == plain else { return .foreign }
-        return .post(kind: kind, body: UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+        guard bytes.count >= headerLength, let base = bytes.baseAddress else { return .foreign }
+        return header.withUnsafeBytes { header -> Parsed in
+            guard memcmp(base, header.baseAddress!, magic.count) == 0 else { return .foreign }
+            if memcmp(base + magic.count, header.baseAddress! + magic.count, originLength) == 0 { return .mine }
+            for index in magic.count..<(magic.count + originLength) where !_isLowerHex(bytes[index]) {
+                return .foreign
+            }
+            let kind = bytes[headerLength - 1]
+            guard kind == typed || kind == plain else { return .foreign }
+            return .post(kind: kind, body: UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+        }
     }
 }
 

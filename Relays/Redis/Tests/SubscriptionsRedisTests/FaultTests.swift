@@ -91,13 +91,23 @@ struct FaultTests {
         ]
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
 
-        let other = Array("SR1".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+        let other = Array("SR2".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+        func binary(_ value: some Encodable) throws -> [UInt8] {
+            var bytes: [UInt8] = []
+            try _Codec.encode(value, into: &bytes)
+            return bytes
+        }
+        let good = try binary(Message(seq: 1, text: "ok"))
         let garbage: [[UInt8]] = [
             [],  // empty
             Array("hello".utf8),  // not from a relay
-            Array("SR1zzzzzzzzzzzzzzzzt{}".utf8),  // origin is not hex
+            Array("SR2zzzzzzzzzzzzzzzzt".utf8) + good,  // origin is not hex
+            // Version 1 (JSON bodies):
+            Array("SR1".utf8) + Array(other.dropFirst(3)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
             other + Array("t{not json".utf8),  // body does not decode
-            other + Array("t{\"seq\":\"one\",\"text\":\"\"}".utf8),  // wrong field type
+            other + [UInt8(ascii: "t")] + good.dropLast(3),  // body truncated
+            other + [UInt8(ascii: "t")] + good + [0],  // trailing bytes
+            other + [UInt8(ascii: "t")] + (try binary(["seq": "one", "text": ""])),  // wrong field type
             other + Array("x{}".utf8),  // unknown kind
             other + Array("pdark".utf8),  // a plain post on a typed channel
             [0xFF, 0x00, 0xFE, 0x80, 0x01],  // binary noise
@@ -105,7 +115,7 @@ struct FaultTests {
         try publishRaw(port: port, channel: prefix + "chat", garbage)
         try publishRaw(port: port, channel: prefix + "theme", [other + [UInt8(ascii: "p"), 0xFF, 0xFE]])  // not UTF-8
         // Then one good post of each kind: once they arrive, every message before them was handled.
-        try publishRaw(port: port, channel: prefix + "chat", [other + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8)])
+        try publishRaw(port: port, channel: prefix + "chat", [other + [UInt8(ascii: "t")] + good])
         try publishRaw(port: port, channel: prefix + "theme", [other + Array("plight".utf8)])
 
         #expect(eventually { chats.count >= 1 && themes.count >= 1 })
