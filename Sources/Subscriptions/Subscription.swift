@@ -34,7 +34,7 @@ public final class Subscription: Hashable, @unchecked Sendable {
     }
 
     deinit {
-        _home._cancel(self)
+        _home._drop(self)
     }
 
     /// Ends the registration.
@@ -125,6 +125,9 @@ class _SubscriptionHome: @unchecked Sendable {
 
     /// Ends the registration of `token`; see ``Subscription/cancel()`` for the contract.
     func _cancel(_ token: Subscription) {}
+    /// Ends the registration of `token` without waiting for calls under way (a token's deinit);
+    /// by default the same as `_cancel(_:)`.
+    func _drop(_ token: Subscription) { _cancel(token) }
     /// Pauses (`true`) or resumes (`false`) the registration of `token`.
     func _setPaused(_ paused: Bool, _ token: Subscription) {}
     /// Whether the next delivery would reach `token`'s registration.
