@@ -115,7 +115,7 @@ struct _NameTable: @unchecked Sendable {
     }
 
     /// Every route in the table, unretained.
-    func forEach(_ body: (Unmanaged<_Route>) -> Void) {
+    func visitRoutes(_ body: (Unmanaged<_Route>) -> Void) {
         for i in 0..<capacity {
             let bits = cell(i)
             if bits != 0 { body(_Route.unmanaged(bits)) }

@@ -27,7 +27,7 @@ enum _Orphans {
             entries.removeAll { entry in
                 let bits = _Route.bits(entry)
                 var held = false
-                _ThreadRecord.forEach { r in
+                _ThreadRecord.visitAll { r in
                     if r.calls(bits) {
                         r.noteOrphan()
                         held = true
@@ -46,7 +46,7 @@ enum _Orphans {
                 entries.removeAll { entry in
                     let bits = _Route.bits(entry)
                     var held = false
-                    _ThreadRecord.forEach { r in held = held || r.calls(bits) }
+                    _ThreadRecord.visitAll { r in held = held || r.calls(bits) }
                     if !held { free.append(entry) }
                     return !held
                 }

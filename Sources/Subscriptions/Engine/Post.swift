@@ -188,7 +188,7 @@ extension PostCenter {
         for stripe in _stripes.owners {
             let routes = stripe.mutex.withLock { state -> [_Route] in
                 var all: [_Route] = []
-                state.table.forEach { route in
+                state.table.visitRoutes { route in
                     route._withUnsafeGuaranteedRef { $0.detached.store(true, ordering: .relaxed) }
                     all.append(route.takeRetainedValue())
                 }

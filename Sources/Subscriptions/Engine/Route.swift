@@ -63,7 +63,7 @@ final class _Stripe: Sendable {
     private func lockedRebuild(_ state: inout _StripeState, capacity: Int?) {
         var keep: [Unmanaged<_Route>] = []
         var drop: [_Route] = []
-        state.table.forEach { route in
+        state.table.visitRoutes { route in
             if capacity != nil || route._withUnsafeGuaranteedRef({ $0.live > 0 }) {
                 keep.append(route)
             } else {
@@ -89,7 +89,7 @@ final class _Stripe: Sendable {
         var released: [_Route] = []
         state.retired.removeAll { item in
             var read = false
-            _ThreadRecord.forEach { read = read || $0.reads(item.table.bits) }
+            _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
             if read { return false }
             item.table.free()
             released.append(contentsOf: item.routes)
@@ -212,7 +212,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         retired.removeAll { old in
             var read = false
-            _ThreadRecord.forEach { read = read || $0.reads(old.bits) }
+            _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
             if !read { old.free() }
             return !read
         }
@@ -295,7 +295,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         var mine = false
         var others = 0
-        _ThreadRecord.forEach { r in
+        _ThreadRecord.visitAll { r in
             if r.calls(bits) {
                 if r == me { mine = true } else { others += 1 }
             }
@@ -310,7 +310,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             return
         }
         var cycle = false
-        _ThreadRecord.forEach { r in
+        _ThreadRecord.visitAll { r in
             guard !cycle, r != me else { return }
             me.waitingFor = r.bits
             var attempt = 0

@@ -139,7 +139,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     // MARK: All records
 
     /// Calls `body` with every record ever claimed (also those free now: their depth is 0).
-    static func forEach(_ body: (_ThreadRecord) -> Void) {
+    static func visitAll(_ body: (_ThreadRecord) -> Void) {
         var record = UnsafeMutablePointer<Atomic<UInt>>(
             bitPattern: UInt(bitPattern: _subscriptions_first_record())
         )
