@@ -14,7 +14,9 @@ let package = Package(
     ],
     targets: [
         .target(name: "_SubscriptionsShims"),
-        .target(name: "Subscriptions", dependencies: ["_SubscriptionsShims"], swiftSettings: strict),
+        .target(
+            name: "Subscriptions", dependencies: ["_SubscriptionsShims"], exclude: ["Engine/DESIGN.md"],
+            swiftSettings: strict),
         .testTarget(name: "SubscriptionsTests", dependencies: ["Subscriptions"], swiftSettings: strict),
         .executableTarget(
             name: "Quickstart", dependencies: ["Subscriptions"], path: "Examples/Quickstart", swiftSettings: strict),

@@ -92,6 +92,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// thread may have been the last to hold.
     @inline(__always)
     func pop(_ f: Int) {
+        assert(f == depth - 1, "Subscriptions: closing delivery frame \(f), which is not this thread's innermost")
         let cell = frame(f)
         cell[2].store(0, ordering: .releasing)
         cell[1].store(0, ordering: .releasing)
