@@ -62,7 +62,7 @@ public final class Subscription: Hashable, @unchecked Sendable {
     /// > handler calls `DispatchQueue.main.sync`): `cancel()` waits for the handler and the
     /// > handler waits for you. Drop the token instead, or release the lock first.
     ///
-    /// Tokens from ``PostCenter/observe(_:for:)`` remove a protocol observer and do not wait: a
+    /// Tokens from ``PostCenter/observe(_:for:fileID:line:)`` remove a protocol observer and do not wait: a
     /// `notify` on another thread that already started calling the observer finishes that call.
     ///
     /// Idempotent: a second call does nothing.

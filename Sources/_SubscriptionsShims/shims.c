@@ -111,3 +111,14 @@ void *_subscriptions_first_record(void) {
 long _subscriptions_claimed_records(void) {
     return atomic_load_explicit(&claimed_records, memory_order_seq_cst);
 }
+
+// MARK: The main thread
+
+#if defined(__APPLE__)
+int _subscriptions_is_main_thread(void) { return pthread_main_np() == 1 ? 1 : 0; }
+#elif defined(__linux__)
+int _subscriptions_is_main_thread(void) { return syscall(SYS_gettid) == getpid() ? 1 : 0; }
+#else
+// No portable test elsewhere: only the main queue's marker (checked by the caller) counts.
+int _subscriptions_is_main_thread(void) { return 0; }
+#endif

@@ -7,38 +7,8 @@ struct _NameKey: Sendable {
 
     init(_ name: String) {
         self.name = name
-        self.hash = _hashName(name)
+        self.hash = _canonicalNameHash(name)
     }
-}
-
-/// A fast non-cryptographic hash of the name's UTF-8 bytes (eight bytes at a time, then a
-/// multiply-xorshift finish). Names come from the program, not from an adversary, so the seeded
-/// SipHash of `Hasher` (two of them per post with `Dictionary`) is not worth its cost here.
-@inline(__always)
-func _hashName(_ name: String) -> UInt {
-    var name = name
-    let h = name.withUTF8 { bytes -> UInt64 in
-        let count = bytes.count
-        var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: count)
-        guard let base = bytes.baseAddress else { return h }
-        let raw = UnsafeRawPointer(base)
-        var i = 0
-        while i &+ 8 <= count {
-            h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
-            h ^= h &>> 29
-            i &+= 8
-        }
-        if i < count {
-            var tail: UInt64 = 0
-            withUnsafeMutableBytes(of: &tail) { $0.baseAddress!.copyMemory(from: raw + i, byteCount: count &- i) }
-            h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
-        }
-        return h
-    }
-    var x = h ^ (h &>> 32)
-    x &*= 0xD6E8_FEB8_6659_FD93
-    x ^= x &>> 32
-    return UInt(truncatingIfNeeded: x)
 }
 
 /// An open-addressing (linear probing) table from name to route, read by posts without any lock.
@@ -112,6 +82,11 @@ struct _NameTable: @unchecked Sendable {
         var i = _NameTable.home(route._withUnsafeGuaranteedRef { $0.key.hash }, mask)
         while cell(i) != 0 { i = (i + 1) & mask }
         words[1 + i].store(UInt(bitPattern: route.toOpaque()), ordering: .releasing)
+    }
+
+    /// Calls `body` with every route, unretained (valid while the stripe lock is held).
+    func forEachRoute(_ body: (_Route) -> Void) {
+        visitRoutes { $0._withUnsafeGuaranteedRef(body) }
     }
 
     /// Every route in the table, unretained.

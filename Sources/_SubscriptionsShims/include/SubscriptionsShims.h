@@ -1,6 +1,7 @@
 // The few things of the C library that Swift cannot reach on its own: a compiler-only fence,
-// Linux's membarrier(2) system call (a variadic `syscall`, which Swift does not import), and a
-// thread-local pointer to the calling thread's record (see Engine/ThreadRecords.swift).
+// Linux's membarrier(2) system call (a variadic `syscall`, which Swift does not import), a
+// thread-local pointer to the calling thread's record (see Engine/ThreadRecords.swift), and the
+// main-thread test.
 #ifndef SUBSCRIPTIONS_SHIMS_H
 #define SUBSCRIPTIONS_SHIMS_H
 
@@ -53,5 +54,10 @@ void *_subscriptions_first_record(void);
 
 /// How many records are claimed by live threads.
 long _subscriptions_claimed_records(void);
+
+/// 1 when the calling thread is the process's main thread, else 0: Linux compares the thread id
+/// with the process id, Apple platforms ask `pthread_main_np`. Spares the library Foundation's
+/// `Thread.isMainThread`.
+int _subscriptions_is_main_thread(void);
 
 #endif
