@@ -22,7 +22,7 @@ extension PostCenter {
     ///   subscription's mailbox and, for the first post of a burst, starts one task that runs on
     ///   the actor and hands the mailbox's payloads to the handler, in order, until it is empty.
     ///   No thread blocks waiting for the actor. The mailbox is unbounded: a poster faster than
-    ///   the actor makes it grow (each payload is kept until its turn). Use ``posts(_:bufferingPolicy:)-(Topic<Payload>,_)``
+    ///   the actor makes it grow (each payload is kept until its turn). Use `posts(_:bufferingPolicy:)`
     ///   with a bounded policy when dropping the oldest or newest posts is preferable.
     /// - Lifetime: the actor is held weakly. Once it deallocates, posts no longer reach this
     ///   subscription, do not count it, and ``subscriptionCount(for:)`` excludes it; an actor may
