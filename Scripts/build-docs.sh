@@ -87,6 +87,17 @@ swift-symbolgraph-extract -module-name "$module" -I "$modules" $target_flags "${
 echo "== check that every public symbol has a doc comment"
 python3 Scripts/check-doc-comments.py "$graphs" "$module"
 
+# The test kit has no site of its own (its article, "Testing code that posts", is in the
+# Subscriptions catalog), but its public symbols must be documented too.
+echo "== check that every public symbol of SubscriptionsTestKit has a doc comment"
+swift build --scratch-path "$scratch" --target SubscriptionsTestKit
+rm -rf "$graphs-testkit"
+mkdir -p "$graphs-testkit"
+# shellcheck disable=SC2086  # target_flags is a list of flags
+swift-symbolgraph-extract -module-name SubscriptionsTestKit -I "$modules" $target_flags "${shim_maps[@]}" \
+    -minimum-access-level public -output-dir "$graphs-testkit"
+python3 Scripts/check-doc-comments.py "$graphs-testkit" SubscriptionsTestKit
+
 echo "== docc convert (warnings are errors)"
 rm -rf "$output"
 docc_flags=(

@@ -9,7 +9,7 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads"]
+let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors"]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
@@ -126,6 +126,7 @@ func runBenchmarks(_ options: Options) {
     run("memory") { memorySection(config, quick: options.quick) }
     run("threads") { threadsSection(config) }
     run("threads") { sameNameSection(config) }
+    run("actors") { actorsSection(config) }
 
     let checks = sections.flatMap(\.checks)
     printSummary(checks)
