@@ -18,7 +18,9 @@ let package = Package(
     ],
     targets: [
         .target(name: "_SubscriptionsShims"),
-        .target(name: "Subscriptions", dependencies: ["_SubscriptionsShims"], swiftSettings: strict),
+        .target(
+            name: "Subscriptions", dependencies: ["_SubscriptionsShims"], exclude: ["Engine/DESIGN.md"],
+            swiftSettings: strict),
         .target(name: "SubscriptionsFoundation", dependencies: ["Subscriptions"], swiftSettings: strict),
         .testTarget(
             name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"], swiftSettings: strict),

@@ -9,7 +9,7 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "memory", "threads", "actors"]
+let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors"]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
@@ -122,8 +122,10 @@ func runBenchmarks(_ options: Options) {
     run("unheard") { unheardSection(config) }
     run("subscribeCancel") { subscribeCancelSection(config) }
     run("churn") { churnSection(config) }
+    run("longDelivery") { longDeliverySection(config) }
     run("memory") { memorySection(config, quick: options.quick) }
     run("threads") { threadsSection(config) }
+    run("threads") { sameNameSection(config) }
     run("actors") { actorsSection(config) }
 
     let checks = sections.flatMap(\.checks)

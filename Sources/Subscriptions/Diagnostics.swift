@@ -83,9 +83,10 @@ extension PostCenter {
         }
     }
 
-    /// Re-entrant posts of one name on one thread beyond which `post` stops the process with a
-    /// message naming the name, instead of overflowing the stack later with none.
-    public static let maximumNestingDepth = 1024
+    /// Posts in progress on one thread (of any names, nested through handlers) beyond which
+    /// `post` stops the process with a message naming the name, instead of overflowing the stack
+    /// later with none. Queued and main-actor handler calls are not posts and do not count.
+    public static let maximumNestingDepth = 64
 
     /// Where the center reports likely misuses; `nil` (the default) checks nothing beyond the
     /// hard ``maximumNestingDepth`` stop.
@@ -111,15 +112,15 @@ extension PostCenter {
         }
     }
 
-    /// Called after a post found `depth` frames of its own thread on its route.
+    /// Called when a post starts while `outer` other posts are in progress on its thread.
     func _checkNesting(_ key: _NameKey, _ outer: Int) {
         let depth = outer + 1
         if depth > PostCenter.maximumNestingDepth {
             // fatalError, not precondition: optimised builds drop a precondition's message.
             fatalError(
-                "Subscriptions: posts of \"\(key.name)\" nested \(depth) deep on one thread: a handler re-posts "
-                    + "its own name without end (directly or through other names). Break the cycle, or post "
-                    + "asynchronously with delivery: .queue(_:).")
+                "Subscriptions: a post of \"\(key.name)\" started while \(outer) posts were in progress on one "
+                    + "thread: a loop of posts (a handler re-posts its own name, directly or through other names). "
+                    + "Break the cycle, or post asynchronously with delivery: .queue(_:).")
         }
         guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics,
             depth == diagnostics.nestingLimit

@@ -15,9 +15,11 @@
 ///
 /// - Threading: every method may be called from any thread at any time, also from inside a
 ///   handler.
-/// - Lifetime: the center never retains a token. Dropping the last reference cancels, exactly
-///   like ``cancel()``. A token that outlives its center is harmless: it is inactive and its
-///   methods do nothing.
+/// - Lifetime: the center never retains a token. Dropping the last reference cancels without
+///   waiting: no post that starts after the token's `deinit` reaches the handler, a call already
+///   under way completes, and the closure is released when it ends, on the thread that ran it.
+///   Call ``cancel()`` first where you need to wait for a running call. A token that outlives its
+///   center is harmless: it is inactive and its methods do nothing.
 /// - Identity: equality and hashing are by object identity, so tokens can live in a `Set`.
 public final class Subscription: Hashable, @unchecked Sendable {
     // @unchecked: `_entry` is mutable, but only read or written while holding the lock of
@@ -34,34 +36,31 @@ public final class Subscription: Hashable, @unchecked Sendable {
     }
 
     deinit {
-        _home._cancel(self)
+        _home._drop(self)
     }
 
     /// Ends the registration.
     ///
     /// When `cancel()` returns, the handler is not running on any other thread and never starts
     /// again, and the center has released the handler closure and everything it captured.
-    /// Deliveries still waiting in a queue (or for the main actor) are dropped. Dropping the last
-    /// reference to the token does the same.
+    /// Deliveries still waiting in a queue (or for the main actor) are dropped. (Dropping the last
+    /// reference to the token cancels too, but never waits: see the type's lifetime note.)
     ///
-    /// `cancel()` waits only for deliveries that may still call this handler: on Linux, a post
-    /// that is calling it right now or a queued or main-actor call of it. Where no process-wide
-    /// memory fence (Linux `membarrier`) is available, it also waits for posts of the name on
-    /// other threads that started earlier and have not yet passed this subscription in the
-    /// delivery order. Cancelling a subscription whose handler is not running never waits for
-    /// other handlers on Linux.
+    /// `cancel()` waits only for calls of this very handler running on other threads: a post
+    /// calling it right now, or a queued or main-actor call of it. It never waits for other
+    /// handlers of the name or for posts that have not reached this subscription, on every
+    /// platform.
     ///
     /// Cancelling from inside the handler itself (at any depth of nested posts) returns at once,
     /// without waiting for anything: that call finishes normally, calls of the same handler that
     /// are already running on other threads may still be finishing, and the closure is released
-    /// when the last delivery that may reach it ends.
+    /// when the last call that may reach it ends. The same happens when waiting would close a
+    /// circle of cancels (two running handlers that cancel each other's subscriptions).
     ///
     /// > Warning: Do not call `cancel()` while holding a lock that the running handler being
     /// > cancelled waits for, or on a thread it waits for (such as the main thread, while the
     /// > handler calls `DispatchQueue.main.sync`): `cancel()` waits for the handler and the
-    /// > handler waits for you. For the same reason, two handlers running on two threads that
-    /// > cancel each other's subscriptions deadlock. Where no process-wide fence is available,
-    /// > the same holds for a lock that a handler earlier in the delivery order waits for.
+    /// > handler waits for you. Drop the token instead, or release the lock first.
     ///
     /// Tokens from ``PostCenter/observe(_:for:fileID:line:)`` remove a protocol observer and do not wait: a
     /// `notify` on another thread that already started calling the observer finishes that call.
@@ -125,6 +124,9 @@ class _SubscriptionHome: @unchecked Sendable {
 
     /// Ends the registration of `token`; see ``Subscription/cancel()`` for the contract.
     func _cancel(_ token: Subscription) {}
+    /// Ends the registration of `token` without waiting for calls under way (a token's deinit);
+    /// by default the same as `_cancel(_:)`.
+    func _drop(_ token: Subscription) { _cancel(token) }
     /// Pauses (`true`) or resumes (`false`) the registration of `token`.
     func _setPaused(_ paused: Bool, _ token: Subscription) {}
     /// Whether the next delivery would reach `token`'s registration.

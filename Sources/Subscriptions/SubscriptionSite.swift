@@ -56,8 +56,8 @@ extension PostCenter {
     func _subscriptionSites(_ key: _NameKey) -> [SubscriptionSite] {
         var keep: [AnyObject] = []
         let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { routes -> [UInt16: Int] in
-                guard let route = routes.find(key) else { return [:] }
+            stripe.mutex.withLock { state -> [UInt16: Int] in
+                guard let route = state.table.find(key) else { return [:] }
                 return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
             }
         }
@@ -75,8 +75,8 @@ extension _Route {
     /// Live subscriptions per call-site id. Loaded observers and senders go to `keep`.
     func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt16: Int] {
         var counts: [UInt16: Int] = [:]
-        for i in 0..<count {
-            let bits = slots[i].load(ordering: .relaxed)
+        for i in 0..<buffer.count {
+            let bits = buffer.slot(i)
             guard bits != 0 else { continue }
             _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
                 let state = entry.state.load(ordering: .relaxed)
@@ -112,7 +112,7 @@ extension Subscription: CustomDebugStringConvertible {
             let (site, state) = route.stripe.mutex.withLock { _ -> (UInt16, String) in
                 guard let entry = _entry else { return (0, "cancelled") }
                 let state = entry.state.load(ordering: .relaxed)
-                if route.detached || (state != _Entry.active && state != _Entry.paused)
+                if route.detached.load(ordering: .relaxed) || (state != _Entry.active && state != _Entry.paused)
                     || !entry.isReachable(keeping: &keep)
                 {
                     return (entry.site, "cancelled")

@@ -16,7 +16,7 @@ struct EngineBugTests {
     /// The deadlock is detected with a generous bound instead of hanging the suite. On failure
     /// the two deadlocked threads are left behind, sleeping in the cancel's backoff, and the
     /// tokens are leaked on purpose: releasing them would cancel, and wait for those threads.
-    @Test(.enabled(if: _processFenceAvailable(), "needs the process-wide fence (Linux membarrier); see _Route"))
+    @Test
     func cancelFromHandlersOnTwoThreadsDoesNotDeadlock() {
         let center = PostCenter()
         let tokens = Tokens()

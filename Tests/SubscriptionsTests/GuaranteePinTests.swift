@@ -170,7 +170,9 @@ struct GuaranteePinTests {
             withExtendedLifetime(token) {}
         }
         let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-        let expected = "posts of \"pin.loop\" nested \(PostCenter.maximumNestingDepth + 1) deep"
+        let expected =
+            "a post of \"pin.loop\" started while \(PostCenter.maximumNestingDepth) posts were in progress on one "
+            + "thread: a loop of posts"
         #expect(message.contains(expected), "the stop message does not say \(expected)")
     }
 

@@ -34,7 +34,7 @@ final class _CallSites: Sendable {
     /// The id of the call site `fileID:line`, recorded on first use.
     /// - Complexity: O(length of `fileID`) for the hash; amortised O(1) otherwise.
     func intern(_ fileID: String, _ line: Int) -> UInt16 {
-        let hash = _hashName(fileID) &+ UInt(bitPattern: line) &* 0x9E37_79B9_7F4A_7C15
+        let hash = _canonicalNameHash(fileID) &+ UInt(bitPattern: line) &* 0x9E37_79B9_7F4A_7C15
         return table.withLock { table -> UInt16 in
             var mask = table.slots.count - 1
             var i = Int(truncatingIfNeeded: hash) & mask

@@ -20,17 +20,23 @@ extension _Route {
     /// deinit run here. A dead observer whose address `id` now names is matched too, which is
     /// harmless: its registration is garbage either way.
     /// - Complexity: O(slots of the route).
-    func lockedRemoveObserver(_ id: ObjectIdentifier) {
-        guard !detached else { return }
-        for i in 0..<count {
-            let bits = slots[i].load(ordering: .relaxed)
+    func lockedRemoveObserver(_ id: ObjectIdentifier, _ state: inout _StripeState) {
+        guard !detached.load(ordering: .relaxed) else { return }
+        var i = 0
+        // `lockedDetach` may publish a compacted buffer: read `buffer` afresh at every step, and
+        // step past a slot only when it was not squeezed away.
+        while i < buffer.count {
+            let bits = buffer.slot(i)
+            i += 1
             guard bits != 0 else { continue }
             let entry = _Route.entry(bits).takeUnretainedValue()
             guard let holder = entry as? _ObserverHolding, holder._observerID == id else { continue }
-            let state = entry.state.load(ordering: .relaxed)
-            guard state == _Entry.active || state == _Entry.paused else { continue }
+            let phase = entry.state.load(ordering: .relaxed)
+            guard phase == _Entry.active || phase == _Entry.paused else { continue }
             entry.state.store(_Entry.cancelled, ordering: .relaxed)
-            lockedDetach(entry)
+            let before = buffer.bits
+            lockedDetach(entry, &state)
+            if buffer.bits != before { i = 0 }  // compacted: start over (finds only live entries)
         }
     }
 }
@@ -41,8 +47,10 @@ extension PostCenter {
     func _removeSelectorRegistrations(of observer: AnyObject) {
         let id = ObjectIdentifier(observer)
         for stripe in _stripes.owners {
-            stripe.mutex.withLock { routes in
-                routes.forEachRoute { $0.lockedRemoveObserver(id) }
+            stripe.mutex.withLock { state in
+                var routes: [_Route] = []
+                state.table.forEachRoute { routes.append($0) }
+                for route in routes { route.lockedRemoveObserver(id, &state) }
             }
         }
     }

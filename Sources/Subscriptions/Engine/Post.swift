@@ -26,17 +26,28 @@ struct _Stripes: @unchecked Sendable {
     }
 }
 
+/// What a post walks: the route it found, the slot buffer it published in its frame, and its
+/// frame in the thread's record.
+struct _PostStart {
+    /// Kept alive by the name table the frame holds (a table releases its routes only once no
+    /// frame holds it).
+    let route: Unmanaged<_Route>
+    let buffer: _SlotBuffer
+    let record: _ThreadRecord
+    let frame: Int
+}
+
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
         let stripe = _stripes[key.hash].takeUnretainedValue()
-        let (token, live) = stripe.mutex.withLock { routes in
+        let (token, live) = stripe.mutex.withLock { state in
             let route: _Route
-            if let existing = routes.find(key) {
+            if let existing = state.table.find(key) {
                 route = existing.takeUnretainedValue()
             } else {
                 route = _Route(key: key, stripe: stripe)
-                routes.insert(route)
+                stripe.lockedInsert(route, &state)
             }
             route.lockedAppend(entry)
             return (Subscription(home: route, entry: entry), route.live)
@@ -45,31 +56,18 @@ extension PostCenter {
         return token
     }
 
-    /// Finds the route of `key` and links a frame for a post on it; `nil` when nobody listens.
-    @inline(__always)
-    func _beginPost(_ key: _NameKey, _ thread: UInt, _ cell: UnsafePointer<_FrameCell>) -> _PostStart? {
-        let start = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { routes -> _PostStart? in
-                guard let route = routes.find(key) else { return nil }
-                return route._withUnsafeGuaranteedRef { $0.lockedBeginPost(thread, cell) }
-            }
+    /// The route of `key`, for tests: `nil` when the name has none.
+    func _route(_ key: _NameKey) -> _Route? {
+        _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+            stripe.mutex.withLock { state in state.table.find(key)?.takeUnretainedValue() }
         }
-        if let start, start.outer > 0 { _checkNesting(key, start.outer) }
-        return start
     }
 
-    /// Unlinks the post's frame and releases what the route let go of meanwhile.
-    @inline(__always)
-    func _endPost(_ start: _PostStart, _ thread: UInt) {
-        let garbage = start.route._withUnsafeGuaranteedRef { route in
-            route.stripe.mutex.withLock { routes in
-                route.lockedEndPost(start.ticket, thread, &routes)
-            }
-        }
-        garbage?.dispose()
-    }
-
-    /// Walks the slots the post saw, without any lock.
+    /// Walks the slots the post published, without any lock.
+    ///
+    /// For each slot: publish the entry in the frame (`at`), fence, re-read the slot; only if it
+    /// still holds the entry is the entry alive and not cancelled before the fence, and then a
+    /// canceller that cancels it later sees `at` and waits (see DESIGN.md, "Post").
     ///
     /// Entries whose class is `direct` (an immediate handler of exactly the posted payload type)
     /// are called through `call`: no cast, no virtual call, no reference counting. Every other
@@ -80,14 +78,15 @@ extension PostCenter {
         call: (_Entry) -> Void, envelope: () -> PostObject
     ) -> Int {
         var delivered = 0
-        let slots = start.slots
-        let progress = start.cell
-        for i in 0..<start.count {
-            // Publish the slot before reading it; see `_Route` ("Progress").
-            progress.pointee.progress.store(i, ordering: .releasing)
-            _subscriptions_compiler_fence()
-            let bits = slots[i].load(ordering: .relaxed)
+        let buffer = start.buffer
+        let record = start.record
+        let f = start.frame
+        for i in 0..<buffer.count {
+            let bits = buffer.slot(i)
             if bits == 0 { continue }
+            record.setAt(f, bits)
+            _Fence.light()
+            if buffer.slot(i) != bits { continue }
             _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
                 guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
                 if ObjectIdentifier(type(of: entry)) == direct {
@@ -101,17 +100,40 @@ extension PostCenter {
         return delivered
     }
 
-    /// Runs `body` inside a post's frame on the route of `key`: links the frame, lets `body`
-    /// walk the slots, unlinks it. Returns 0 without calling `body` when nobody listens.
+    /// Runs `body` inside a post's frame on the route of `key`: opens a frame in the thread's
+    /// record, publishes the name table and the route's slot buffer it reads, lets `body` walk
+    /// the slots, closes the frame. Returns 0 without calling `body` when nobody listens.
     @inline(__always)
     func _inPostFrame(_ key: _NameKey, _ body: (_PostStart) -> Int) -> Int {
-        _withFrameCell { cell in
-            let thread = _currentThreadID()
-            guard let start = _beginPost(key, thread, cell) else { return 0 }
-            let delivered = body(start)
-            _endPost(start, thread)
-            return delivered
+        let record = _ThreadRecord.current
+        let f = record.push()
+        let posts = record.posts &+ 1
+        record.posts = posts
+        if posts > 1 { _checkNesting(key, posts &- 1) }
+        var delivered = 0
+        let stripe = _stripes[key.hash]
+        var tableBits = stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) }
+        while true {
+            record.setTable(f, tableBits)
+            _Fence.light()
+            let again = stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) }
+            if again == tableBits { break }
+            tableBits = again
         }
+        if let route = _NameTable(bits: tableBits).find(key) {
+            var bufferBits = route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) }
+            while true {
+                record.setBuffer(f, bufferBits)
+                _Fence.light()
+                let again = route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) }
+                if again == bufferBits { break }
+                bufferBits = again
+            }
+            delivered = body(_PostStart(route: route, buffer: _SlotBuffer(bits: bufferBits), record: record, frame: f))
+        }
+        record.posts = posts &- 1
+        record.pop(f)
+        return delivered
     }
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
@@ -151,42 +173,38 @@ extension PostCenter {
     func _reachableCount(_ key: _NameKey) -> Int {
         var keep: [AnyObject] = []
         let n = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { routes in
-                routes.find(key)?._withUnsafeGuaranteedRef { $0.lockedReachableCount(keeping: &keep) } ?? 0
+            stripe.mutex.withLock { state in
+                state.table.find(key)?._withUnsafeGuaranteedRef { $0.lockedReachableCount(keeping: &keep) } ?? 0
             }
         }
         withExtendedLifetime(keep) {}
         return n
     }
 
-    /// Detaches every route: tokens that outlive the center become inactive and harmless.
+    /// Detaches every route: tokens that outlive the center become inactive and harmless. No
+    /// post of this center is in progress (the poster would hold a reference), so the tables
+    /// are freed at once.
     func _detachAll() {
         for stripe in _stripes.owners {
-            let routes = stripe.mutex.withLock { routes -> [_Route] in
-                let all = routes.removeAll()
-                for route in all { route.detached = true }
+            let routes = stripe.mutex.withLock { state -> [_Route] in
+                var all: [_Route] = []
+                state.table.visitRoutes { route in
+                    route._withUnsafeGuaranteedRef { $0.detached.store(true, ordering: .relaxed) }
+                    all.append(route.takeRetainedValue())
+                }
+                state.table.free()
+                for item in state.retired {
+                    item.table.free()
+                    all.append(contentsOf: item.routes)
+                }
+                state.retired.removeAll()
+                state.table = _NameTable.allocate(capacity: 8)
+                state.count = 0
+                stripe.table.store(state.table.bits, ordering: .releasing)
                 return all
             }
             withExtendedLifetime(routes) {}
         }
         _stripes.free()
     }
-}
-
-/// Runs `body` with a `_FrameCell` on the stack: a post's or queued call's published progress,
-/// valid for exactly as long as its frame can be linked.
-@inline(__always)
-func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
-    withUnsafeTemporaryAllocation(of: _FrameCell.self, capacity: 1) { buffer in
-        let cell = buffer.baseAddress.unsafelyUnwrapped
-        cell.initialize(to: _FrameCell())
-        defer { cell.deinitialize(count: 1) }
-        return body(cell)
-    }
-}
-
-/// Whether this process can run the process-wide fence that makes `cancel()` wait only for
-/// deliveries calling the cancelled handler (see `_Route`). For tests and diagnostics.
-func _processFenceAvailable() -> Bool {
-    _subscriptions_process_fence() == 1
 }

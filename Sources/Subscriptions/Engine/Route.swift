@@ -1,173 +1,138 @@
 import Synchronization
 internal import _SubscriptionsShims
 
-/// What a delivery in progress publishes about itself, in memory owned by the delivering thread
-/// (its stack) for as long as its frame is linked.
-struct _FrameCell: ~Copyable {
-    /// For a post: the index of the slot it is at (stored before the slot is read, so a value
-    /// past an index means that slot's call has returned); -1 before the first.
-    let progress = Atomic<Int>(-1)
-    /// For a queued or main-actor call: the address bits of the one entry it calls; 0 for posts.
-    let target = Atomic<UInt>(0)
-}
+/// Kept for the queued-call API (`_Route._beginQueuedCall(_:_:)`): calls outside a post used to
+/// publish their progress in a cell on their stack. The thread record holds it now; the cell
+/// is unused.
+struct _FrameCell: ~Copyable {}
 
-/// One delivery in progress on a route: which post (by ticket, in start order) on which thread,
-/// how many slots it walks, and where it publishes its progress.
-struct _Frame {
-    var ticket: UInt64
-    var thread: UInt
-    var count: Int
-    var cell: UnsafePointer<_FrameCell>
-
-    /// Whether this frame may still read or call the entry that was at `index` (with address
-    /// `bits`) when it was cancelled. `precise` says a process-wide fence ran after the
-    /// cancellation: then a post that has not reached `index` yet is sure to read the zeroed slot
-    /// and the cancelled state, and only one that is at `index` counts; without the fence, one
-    /// that has not passed `index` counts too.
-    func mayReach(_ index: UInt32, _ bits: UInt, precise: Bool) -> Bool {
-        let target = cell.pointee.target.load(ordering: .relaxed)
-        if target != 0 { return target == bits }
-        if index == _Entry.detached { return true }  // a fired one-shot: its slot is gone
-        let i = Int(index)
-        if i >= count { return false }
-        let at = cell.pointee.progress.load(ordering: .acquiring)
-        return precise ? at == i : at <= i
+/// Runs `body` with a `_FrameCell` (kept so that queued, main-actor and actor entries keep
+/// their shape; see `_FrameCell`).
+@inline(__always)
+func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
+    withUnsafeTemporaryAllocation(of: _FrameCell.self, capacity: 1) { buffer in
+        let cell = buffer.baseAddress.unsafelyUnwrapped
+        cell.initialize(to: _FrameCell())
+        defer { cell.deinitialize(count: 1) }
+        return body(cell)
     }
 }
 
-/// A cancelled entry that frames linked before its cancellation (`mark`) may still reach; it is
-/// released once none may.
-struct _Deferred {
-    let mark: UInt64
-    let index: UInt32
-    let bits: UInt
-    let entry: _Entry
-    var precise: Bool
-    /// While its canceller is still inside `cancel()`, only the canceller releases it, so that
-    /// the release happens before `cancel()` returns (not on some other thread a bit later).
-    var claimed: Bool
-}
-
-/// How `cancel()` proceeds once the entry is marked: whether other threads had deliveries in
-/// progress, and whether it must wait for them (not when it runs inside the handler itself).
-struct _CancelPlan {
-    var mark: UInt64 = 0
-    var index: UInt32 = 0
-    var bits: UInt = 0
-    var othersInFlight = false
-    var wait = false
-    /// The entry was parked in `deferred` (deliveries were in progress).
-    var deferred = false
-}
-
-/// What a post reads from its route under the lock before it walks the slots without it.
-struct _PostStart: @unchecked Sendable {
-    // @unchecked: it only carries addresses out of the lock to the thread that linked the frame,
-    // which is the only one to use them; the route protocol keeps them valid while it is linked.
-    /// The route stays alive while the post's frame is linked (routes leave their table only
-    /// when no frame is linked), so the post does not retain it.
-    let route: Unmanaged<_Route>
-    let slots: UnsafeMutablePointer<Atomic<UInt>>
-    let count: Int
-    let ticket: UInt64
-    /// Frames the posting thread already had on this route: the re-entrant nesting depth.
-    let outer: Int
-    /// Where the post publishes which slot it is at.
-    let cell: UnsafePointer<_FrameCell>
-}
-
-/// Objects a locked operation let go of. They are released by the caller after unlocking,
-/// because releasing an entry releases its handler closure, whose captures' deinits are user code.
-struct _Garbage {
-    var entry: _Entry? = nil
-    var entries: [_Entry] = []
-    var route: _Route? = nil
-
-    /// Releases the handlers of the cancelled entries (see `_Entry.releaseHandler()`), then
-    /// everything else. Call without any lock held.
-    consuming func dispose() {
-        entry?.releaseHandler()
-        for entry in entries { entry.releaseHandler() }
-    }
-}
-
-/// A lock and the routes whose names hash to it. A center has several stripes so that threads
-/// posting different names rarely meet on a lock.
+/// A lock and the routes whose names hash to it. A center has several stripes so that
+/// subscribes and cancels of different names rarely meet on a lock. Posts take no lock: they
+/// read the published `table`, holding it in their thread record while they use it.
 final class _Stripe: Sendable {
-    let mutex = _Lock(_NameTable())
-    /// Keeps the lock words of stripes allocated one after another on different cache lines,
-    /// so that threads posting names of different stripes do not slow each other down.
-    private let _padding:
-        (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    let mutex: _Lock<_StripeState>
+    /// The address of the current `_NameTable`.
+    let table: Atomic<UInt>
+    /// Keeps stripes allocated one after another on different cache lines.
+    private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+
+    init() {
+        let initial = _NameTable.allocate(capacity: 8)
+        mutex = _Lock(_StripeState(table: initial))
+        table = Atomic(initial.bits)
+    }
+
+    deinit {
+        // The center is gone (`_detachAll` emptied the table): no post reads it.
+        mutex.withLock { state in
+            state.table.free()
+            for item in state.retired { item.table.free() }
+        }
+    }
+
+    /// Adds `route` to the table (the caller holds the lock): in place, or in a bigger copy.
+    func lockedInsert(_ route: _Route, _ state: inout _StripeState) {
+        if (state.count + 1) * 2 > state.table.capacity {
+            lockedRebuild(&state, capacity: state.table.capacity * 2)
+        }
+        state.table.place(Unmanaged.passRetained(route))
+        state.count += 1
+    }
+
+    /// Notes that a route became empty; drops the empty routes once they are as many as the
+    /// others (amortised O(1) per emptied route).
+    func lockedNoteEmpty(_ state: inout _StripeState) {
+        state.emptied += 1
+        if state.emptied >= max(8, state.count / 2) { lockedRebuild(&state, capacity: nil) }
+    }
+
+    /// Publishes a new table holding the routes that still have subscriptions (all of them when
+    /// `capacity` is given), and retires the old one with the routes it alone holds.
+    private func lockedRebuild(_ state: inout _StripeState, capacity: Int?) {
+        var keep: [Unmanaged<_Route>] = []
+        var drop: [_Route] = []
+        state.table.visitRoutes { route in
+            if capacity != nil || route._withUnsafeGuaranteedRef({ $0.live > 0 }) {
+                keep.append(route)
+            } else {
+                drop.append(route.takeRetainedValue())
+            }
+        }
+        var size = capacity ?? 8
+        while (keep.count + 1) * 2 > size { size *= 2 }
+        let fresh = _NameTable.allocate(capacity: size)
+        for route in keep { fresh.place(route) }
+        table.store(fresh.bits, ordering: .releasing)
+        state.retired.append((state.table, drop))
+        state.table = fresh
+        state.count = keep.count
+        state.emptied = 0
+    }
+
+    /// Frees the retired tables that no post reads any more. Returns the routes they held, to be
+    /// released after unlocking.
+    func lockedReclaim(_ state: inout _StripeState) -> [_Route] {
+        guard !state.retired.isEmpty else { return [] }
+        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
+        var released: [_Route] = []
+        state.retired.removeAll { item in
+            var read = false
+            _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
+            if read { return false }
+            item.table.free()
+            released.append(contentsOf: item.routes)
+            return true
+        }
+        return released
+    }
 }
 
-/// The registry of one name.
+/// The registry of one name: its entries in delivery order, published for posts that read them
+/// without any lock. See DESIGN.md beside this file for the protocols.
 ///
-/// **Layout.** `slots` is an array of entry addresses in subscription order, unretained (the
-/// tokens own the entries); `0` marks a cancelled entry (a tombstone). A post reads `slots` and
-/// `count` under the lock, then walks `slots[0..<count]` without it, so entries appended during
-/// the post are not reached (they land at `count` or later).
-///
-/// **In-flight frames.** Every post and every queued call links a `_Frame` under the lock before
-/// it touches entries, and unlinks it under the lock when it is done. While any frame is linked,
-/// nothing moves: the slot buffer is never compacted and a replaced buffer is retired, not freed.
-///
-/// **Progress.** A post publishes, per slot, the index it is at (a plain store into its own
-/// `_FrameCell`, then a compiler-only fence, then the slot and state loads); a queued call
-/// publishes the one entry it calls. Posting pays no atomic read-modify-write per handler.
-///
-/// **Cancellation.** Under the lock: mark the entry cancelled, zero its slot (in retired buffers
-/// too). Frames linked later see both (the lock orders them). For frames linked earlier by other
-/// threads, the canceller runs a process-wide fence (Linux `membarrier`): afterwards a post that
-/// has not reached the slot is sure to read it zeroed, so only a post that is *at* the slot (or a
-/// queued call of the entry) may still be calling the handler, and `cancel()` waits for exactly
-/// those. Where no such fence exists, it also waits for posts that have not passed the slot yet.
-/// A canceller that is itself inside the handler (at any depth) does not wait at all. The entry
-/// is parked in `deferred` and released once no frame linked before the cancellation may reach
-/// it, which is at once for a canceller that waited and had no delivery of its own in progress.
-///
-/// Every mutable property is guarded by `stripe.mutex`.
+/// Every `var` is guarded by `stripe.mutex`; posts read only `published` and the buffer it
+/// points to.
 final class _Route: _SubscriptionHome, @unchecked Sendable {
     // @unchecked: all `var`s are read and written only while holding `stripe.mutex`; the slot
-    // cells are atomics, read by posts without the lock.
+    // buffers are atomics, read by posts without the lock.
     let key: _NameKey
     let stripe: _Stripe
+    /// The address of the current `_SlotBuffer`.
+    let published: Atomic<UInt>
+    /// Set when the center deinitialised: the route is in no table any more.
+    let detached = Atomic<Bool>(false)
 
-    @exclusivity(unchecked) var slots: UnsafeMutablePointer<Atomic<UInt>>
-    @exclusivity(unchecked) var capacity: Int
-    @exclusivity(unchecked) var count = 0
+    @exclusivity(unchecked) var buffer: _SlotBuffer
     @exclusivity(unchecked) var live = 0
     @exclusivity(unchecked) var tombstones = 0
-    @exclusivity(unchecked) var nextTicket: UInt64 = 0
-    @exclusivity(unchecked) var frames = _Frames()
-    @exclusivity(unchecked) var retired: [(slots: UnsafeMutablePointer<Atomic<UInt>>, capacity: Int)] = []
-    @exclusivity(unchecked) var deferred: [_Deferred] = []
-    /// Set when the center deinitialised: the route is no longer in any table.
-    @exclusivity(unchecked) var detached = false
+    @exclusivity(unchecked) var nextSeq: UInt = 0
+    /// Replaced buffers that posts may still read.
+    @exclusivity(unchecked) var retired: [_SlotBuffer] = []
 
     init(key: _NameKey, stripe: _Stripe) {
         self.key = key
         self.stripe = stripe
-        self.capacity = 4
-        self.slots = _Route.allocateSlots(4)
+        let initial = _SlotBuffer.allocate(capacity: 4)
+        self.buffer = initial
+        self.published = Atomic(initial.bits)
     }
 
     deinit {
-        for old in retired { _Route.freeSlots(old.slots, old.capacity) }
-        _Route.freeSlots(slots, capacity)
-        frames.free()
-    }
-
-    static func allocateSlots(_ capacity: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
-        let buffer = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: capacity)
-        for i in 0..<capacity { (buffer + i).initialize(to: Atomic(0)) }
-        return buffer
-    }
-
-    static func freeSlots(_ buffer: UnsafeMutablePointer<Atomic<UInt>>, _ capacity: Int) {
-        buffer.deinitialize(count: capacity)
-        buffer.deallocate()
+        // No post reads this route any more: the tables that held it are freed.
+        for old in retired { old.free() }
+        buffer.free()
     }
 
     @inline(__always)
@@ -180,184 +145,89 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
     }
 
+    @inline(__always)
+    static func unmanaged(_ bits: UInt) -> Unmanaged<_Route> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+    }
+
+    /// Slots in the current buffer (live entries and tombstones). For tests.
+    var _slotCount: Int { stripe.mutex.withLock { _ in buffer.count } }
+
+    /// Replaced buffers not freed yet. For tests.
+    var _retiredCount: Int { stripe.mutex.withLock { _ in retired.count } }
+
     // MARK: Locked operations (the caller holds `stripe.mutex`)
 
     /// Appends `entry` at the end of the delivery order.
     /// - Complexity: amortised O(1).
     func lockedAppend(_ entry: _Entry) {
-        if count == capacity { lockedGrow() }
-        entry.index = UInt32(truncatingIfNeeded: count)
-        slots[count].store(_Route.bits(entry), ordering: .relaxed)
-        count += 1
+        if buffer.count == buffer.capacity { lockedRebuild(capacity: max(4, 2 * (live + 1))) }
+        nextSeq += 1
+        entry.seq = nextSeq
+        entry.index = UInt32(truncatingIfNeeded: buffer.count)
+        buffer.append(_Route.bits(entry), seq: nextSeq)
         live += 1
     }
 
-    /// Replaces a full slot buffer with one twice the live size. With no frame linked the old
-    /// buffer is compacted first and freed; otherwise it is copied as is and retired until the
-    /// route is quiet, since posts may still be reading it.
-    private func lockedGrow() {
-        let quiet = frames.isEmpty
-        if quiet && tombstones > 0 { lockedCompact() }
-        let newCapacity = max(4, 2 * (quiet ? count + 1 : count))
-        let fresh = _Route.allocateSlots(newCapacity)
-        for i in 0..<count { fresh[i].store(slots[i].load(ordering: .relaxed), ordering: .relaxed) }
-        if quiet {
-            _Route.freeSlots(slots, capacity)
-        } else {
-            retired.append((slots, capacity))
-        }
-        slots = fresh
-        capacity = newCapacity
-    }
-
-    /// Squeezes tombstones out, keeping order. Only while no frame is linked.
-    /// - Complexity: O(count).
-    private func lockedCompact() {
-        var w = 0
-        for r in 0..<count {
-            let b = slots[r].load(ordering: .relaxed)
+    /// Publishes a new buffer holding the live entries in order, and retires the old one.
+    /// - Complexity: O(slots).
+    private func lockedRebuild(capacity: Int) {
+        let fresh = _SlotBuffer.allocate(capacity: capacity)
+        for i in 0..<buffer.count {
+            let b = buffer.slot(i)
             guard b != 0 else { continue }
-            if w != r {
-                slots[w].store(b, ordering: .relaxed)
-                _Route.entry(b)._withUnsafeGuaranteedRef { $0.index = UInt32(truncatingIfNeeded: w) }
+            _Route.entry(b)._withUnsafeGuaranteedRef { entry in
+                entry.index = UInt32(truncatingIfNeeded: fresh.count)
+                fresh.append(b, seq: entry.seq)
             }
-            w += 1
         }
-        for r in w..<count { slots[r].store(0, ordering: .relaxed) }
-        count = w
+        fresh.lastSeq = nextSeq
+        published.store(fresh.bits, ordering: .releasing)
+        retired.append(buffer)
+        buffer = fresh
         tombstones = 0
     }
 
-    /// Whether `lockedQuiesce` has anything to do once no frame is linked. (Retired buffers exist
-    /// only while frames are linked, but are listed for clarity.)
-    private var needsHousekeeping: Bool {
-        live == 0 || tombstones > 0 || !retired.isEmpty
-    }
-
-    /// Housekeeping once no frame is linked: free retired buffers, compact when tombstones are a
-    /// quarter of the live entries (amortised O(1) per cancel), and leave the table when empty.
-    private func lockedQuiesce(_ routes: inout _NameTable, into garbage: inout _Garbage) {
-        if !retired.isEmpty {
-            for old in retired { _Route.freeSlots(old.slots, old.capacity) }
-            retired.removeAll()
-        }
-        if tombstones > 0 && tombstones * 4 >= live { lockedCompact() }
-        if live == 0 && !detached {
-            garbage.route = routes.remove(self)
-        }
-    }
-
-    /// Links a frame for a post and returns what the post walks.
-    @inline(__always)
-    func lockedBeginPost(_ thread: UInt, _ cell: UnsafePointer<_FrameCell>) -> _PostStart {
-        let ticket = nextTicket
-        nextTicket &+= 1
-        let outer = frames.isEmpty ? 0 : frames.count(thread: thread)
-        frames.append(_Frame(ticket: ticket, thread: thread, count: count, cell: cell))
-        return _PostStart(
-            route: .passUnretained(self), slots: slots, count: count, ticket: ticket, outer: outer, cell: cell)
-    }
-
-    /// Unlinks a frame. Returns what the caller must release after unlocking, `nil` (the common
-    /// case) when there is nothing.
-    @inline(__always)
-    func lockedEndPost(_ ticket: UInt64, _ thread: UInt, _ routes: inout _NameTable) -> _Garbage? {
-        frames.remove(ticket)
-        if deferred.isEmpty && (!frames.isEmpty || !needsHousekeeping) {
-            return nil
-        }
-        return lockedEndPostSlow(thread, &routes)
-    }
-
-    private func lockedEndPostSlow(_ thread: UInt, _ routes: inout _NameTable) -> _Garbage {
-        var garbage = _Garbage()
-        if !deferred.isEmpty { lockedCollectDeferred(into: &garbage) }
-        if frames.isEmpty && needsHousekeeping { lockedQuiesce(&routes, into: &garbage) }
-        return garbage
-    }
-
-    /// Ends the canceller's claim on its deferred entry: releases it when no linked frame may
-    /// reach it any more, else leaves it to the frame that unlinks last.
-    func lockedSettle(_ plan: _CancelPlan, precise: Bool, into garbage: inout _Garbage) {
-        guard let i = deferred.firstIndex(where: { $0.mark == plan.mark && $0.bits == plan.bits }) else { return }
-        deferred[i].precise = precise
-        deferred[i].claimed = false
-        if !frames.mayReach(deferred[i]) {
-            garbage.entry = deferred.remove(at: i).entry
-        }
-    }
-
-    /// Moves the deferred entries that no linked frame may reach any more into `garbage`.
-    func lockedCollectDeferred(into garbage: inout _Garbage) {
-        deferred.removeAll { item in
-            if item.claimed || frames.mayReach(item) { return false }
-            garbage.entries.append(item.entry)
-            return true
-        }
-    }
-
-    /// Cancels `token`'s entry: marks it, takes it out of the slot array, and either hands it
-    /// back for release (no delivery in progress) or parks it in `deferred`.
-    func lockedCancel(
-        _ token: Subscription, _ thread: UInt, _ routes: inout _NameTable, into garbage: inout _Garbage
-    ) -> _CancelPlan {
-        var plan = _CancelPlan()
-        guard let entry = token._entry else { return plan }
-        token._entry = nil
-        plan.index = entry.index
-        plan.bits = _Route.bits(entry)
-        entry.state.store(_Entry.cancelled, ordering: .relaxed)
-        lockedDetach(entry)
-        if frames.isEmpty {
-            garbage.entry = entry
-            if needsHousekeeping { lockedQuiesce(&routes, into: &garbage) }
-            return plan
-        }
-        plan.mark = nextTicket
-        plan.deferred = true
-        deferred.append(
-            _Deferred(mark: plan.mark, index: plan.index, bits: plan.bits, entry: entry, precise: false, claimed: true))
-        // Inside the handler itself (at any depth): return at once, never wait.
-        let selfRunning = frames.any { $0.thread == thread && $0.mayReach(plan.index, plan.bits, precise: true) }
-        plan.othersInFlight = frames.any { $0.thread != thread }
-        plan.wait = plan.othersInFlight && !selfRunning
-        return plan
-    }
-
-    /// Takes `entry` out of the slot array (a tombstone, or a pop of the last slot when no frame
-    /// is linked). Idempotent: a one-shot detaches itself when it fires and again when cancelled.
-    func lockedDetach(_ entry: _Entry) {
-        let i = Int(entry.index)
+    /// Takes `entry` out of the delivery order: zeroes its slot in the current buffer and in
+    /// every retired buffer that holds it (posts may still walk those), and squeezes the
+    /// tombstones out once they are as many as the live entries (amortised O(1) per cancel).
+    /// Idempotent: a one-shot detaches itself when it fires and again when cancelled.
+    func lockedDetach(_ entry: _Entry, _ state: inout _StripeState) {
         guard entry.index != _Entry.detached else { return }
+        let bits = _Route.bits(entry)
+        buffer.clear(Int(entry.index))
+        for old in retired where old.lastSeq >= entry.seq {
+            if let i = old.index(of: bits) { old.clear(i) }
+        }
         entry.index = _Entry.detached
-        slots[i].store(0, ordering: .relaxed)
-        // Posts still walking a replaced buffer must find the slot empty there too.
-        for old in retired where i < old.capacity { old.slots[i].store(0, ordering: .relaxed) }
         live -= 1
-        if frames.isEmpty && i == count - 1 {
-            count -= 1
-        } else {
-            tombstones += 1
+        tombstones += 1
+        if tombstones >= max(8, live) { lockedRebuild(capacity: max(4, 2 * live)) }
+        if live == 0 { stripe.lockedNoteEmpty(&state) }
+    }
+
+    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`).
+    private func lockedReclaim() {
+        guard !retired.isEmpty else { return }
+        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
+        retired.removeAll { old in
+            var read = false
+            _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
+            if !read { old.free() }
+            return !read
         }
     }
 
     /// Detaches a one-shot entry that just fired; its token still owns it.
     func _detach(_ entry: _Entry) {
-        stripe.mutex.withLock { _ in lockedDetach(entry) }
-    }
-
-    /// Whether a delivery of another thread, linked before `plan.mark`, may still call the entry.
-    func lockedOthersMayCall(_ plan: _CancelPlan, _ thread: UInt, precise: Bool) -> Bool {
-        frames.any {
-            $0.thread != thread && $0.ticket < plan.mark && $0.mayReach(plan.index, plan.bits, precise: precise)
-        }
+        stripe.mutex.withLock { state in lockedDetach(entry, &state) }
     }
 
     /// How many subscriptions the next post would reach.
     func lockedReachableCount(keeping keep: inout [AnyObject]) -> Int {
         var n = 0
-        for i in 0..<count {
-            let b = slots[i].load(ordering: .relaxed)
+        for i in 0..<buffer.count {
+            let b = buffer.slot(i)
             guard b != 0 else { continue }
             let reachable = _Route.entry(b)._withUnsafeGuaranteedRef { entry in
                 entry.state.load(ordering: .relaxed) == _Entry.active && entry.isReachable(keeping: &keep)
@@ -367,58 +237,100 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         return n
     }
 
-    // MARK: Queued calls
+    // MARK: Calls outside a post
 
-    /// Links a frame for a queued call of `entry`, unless it was cancelled or paused meanwhile.
-    /// `cell` must stay valid until `_endCall`.
+    /// Opens a frame on the calling thread for one call of `entry` outside a post (a queued,
+    /// main-actor or actor delivery), unless it was cancelled or paused meanwhile. Returns the
+    /// ticket to pass to `_endCall(_:)`, or `nil` when the call must not happen. `cell` is unused.
     func _beginQueuedCall(_ entry: _Entry, _ cell: UnsafePointer<_FrameCell>) -> UInt64? {
-        let thread = _currentThreadID()
-        cell.pointee.target.store(_Route.bits(entry), ordering: .relaxed)
-        return stripe.mutex.withLock { _ -> UInt64? in
-            let state = entry.state.load(ordering: .relaxed)
-            guard !detached, state == _Entry.active || state == _Entry.spent else { return nil }
-            return lockedBeginPost(thread, cell).ticket
+        let me = _ThreadRecord.current
+        let f = me.push()
+        me.setAt(f, _Route.bits(entry))
+        _Fence.light()
+        let state = entry.state.load(ordering: .relaxed)
+        guard !detached.load(ordering: .relaxed), state == _Entry.active || state == _Entry.spent else {
+            me.pop(f)
+            return nil
         }
+        return UInt64(f)
     }
 
-    /// Unlinks the frame of a post or queued call.
+    /// Closes the frame of a call opened by `_beginQueuedCall(_:_:)`.
     func _endCall(_ ticket: UInt64) {
-        let thread = _currentThreadID()
-        let garbage = stripe.mutex.withLock { routes in
-            lockedEndPost(ticket, thread, &routes)
-        }
-        garbage?.dispose()
+        let me = _ThreadRecord.current
+        assert(Int(ticket) == me.depth - 1, "Subscriptions: closing a delivery frame this thread does not hold")
+        me.pop(Int(ticket))
     }
 
     // MARK: Token operations
 
-    /// Cancels `token`'s entry; see `Subscription.cancel()` for the contract and the type's
-    /// comment for the protocol.
+    /// Cancels `token`'s entry and waits for the calls of its handler still running on other
+    /// threads; see `Subscription.cancel()` for the contract and DESIGN.md for the protocol.
     override func _cancel(_ token: Subscription) {
-        let thread = _currentThreadID()
-        var garbage = _Garbage()
-        let plan = stripe.mutex.withLock { routes in
-            lockedCancel(token, thread, &routes, into: &garbage)
+        cancel(token, wait: true)
+    }
+
+    /// Cancels `token`'s entry without waiting (a token's deinit).
+    override func _drop(_ token: Subscription) {
+        cancel(token, wait: false)
+    }
+
+    private func cancel(_ token: Subscription, wait: Bool) {
+        let me = _ThreadRecord.current
+        var released: [_Route] = []
+        let found = stripe.mutex.withLock { state -> _Entry? in
+            released = stripe.lockedReclaim(&state)
+            lockedReclaim()
+            guard let entry = token._entry else { return nil }
+            token._entry = nil
+            entry.state.store(_Entry.cancelled, ordering: .sequentiallyConsistent)
+            lockedDetach(entry, &state)
+            return entry
         }
-        var precise = false
-        if plan.othersInFlight {
-            // After this fence every other thread's later loads see the cancelled state and the
-            // zeroed slot, so only a delivery that is *at* the entry can still call it.
-            precise = _processFenceAvailable()
+        withExtendedLifetime(released) {}
+        guard let entry = found else { return }
+        let bits = _Route.bits(entry)
+        // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
+        // the cancelled state), and every call of the entry that may still run is visible.
+        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
+        var mine = false
+        var others = 0
+        _ThreadRecord.visitAll { r in
+            if r.calls(bits) {
+                if r == me { mine = true } else { others += 1 }
+            }
+        }
+        if others == 0 && !mine {
+            entry.releaseHandler()
+            return
+        }
+        // Inside the handler itself, or a deinit: never wait.
+        if mine || !wait {
+            _Orphans.add(entry)
+            return
+        }
+        var cycle = false
+        _ThreadRecord.visitAll { r in
+            guard !cycle, r != me else { return }
+            me.waitingFor = r.bits
             var attempt = 0
-            while plan.wait && stripe.mutex.withLock({ _ in lockedOthersMayCall(plan, thread, precise: precise) }) {
+            while r.calls(bits) {
+                // The thread we wait for waits (through a chain) for us: do not close the cycle.
+                if me.closesCycle(waitingFor: r) {
+                    cycle = true
+                    break
+                }
                 _backoff(attempt)
                 attempt += 1
             }
+            me.waitingFor = 0
         }
-        if plan.deferred {
-            stripe.mutex.withLock { _ in
-                lockedSettle(plan, precise: precise, into: &garbage)
-            }
+        if cycle {
+            _Orphans.add(entry)
+        } else {
+            // Released here, outside the lock and after the wait.
+            entry.releaseHandler()
         }
-        // Released here, outside the lock and after the wait: the handler's captures go now
-        // (or, when a delivery of this thread may still reach the entry, when that one ends).
-        garbage.dispose()
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
@@ -433,66 +345,12 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     override func _isActive(_ token: Subscription) -> Bool {
         var keep: [AnyObject] = []
         let active = stripe.mutex.withLock { _ -> Bool in
-            guard !detached, let entry = token._entry,
+            guard !detached.load(ordering: .relaxed), let entry = token._entry,
                 entry.state.load(ordering: .relaxed) == _Entry.active
             else { return false }
             return entry.isReachable(keeping: &keep)
         }
         withExtendedLifetime(keep) {}
         return active
-    }
-}
-
-/// The frames linked on a route: a small manually managed array (usually of zero to two
-/// elements), so linking and unlinking allocate nothing and do no reference counting.
-struct _Frames {
-    private var base = UnsafeMutablePointer<_Frame>.allocate(capacity: 4)
-    private var capacity = 4
-    private(set) var count = 0
-
-    var isEmpty: Bool { count == 0 }
-
-    func free() { base.deallocate() }
-
-    @inline(__always)
-    mutating func append(_ frame: _Frame) {
-        if count == capacity {
-            let bigger = UnsafeMutablePointer<_Frame>.allocate(capacity: capacity * 2)
-            bigger.moveInitialize(from: base, count: count)
-            base.deallocate()
-            base = bigger
-            capacity *= 2
-        }
-        (base + count).initialize(to: frame)
-        count += 1
-    }
-
-    /// Removes the frame with `ticket`, keeping the others in start order.
-    @inline(__always)
-    mutating func remove(_ ticket: UInt64) {
-        var i = count - 1
-        while i >= 0 && base[i].ticket != ticket { i -= 1 }
-        guard i >= 0 else { return }
-        while i + 1 < count {
-            base[i] = base[i + 1]
-            i += 1
-        }
-        count -= 1
-    }
-
-    func count(thread: UInt) -> Int {
-        var n = 0
-        for i in 0..<count where base[i].thread == thread { n += 1 }
-        return n
-    }
-
-    func any(_ predicate: (_Frame) -> Bool) -> Bool {
-        for i in 0..<count where predicate(base[i]) { return true }
-        return false
-    }
-
-    /// Whether a frame linked before the item's cancellation may still reach its entry.
-    func mayReach(_ item: _Deferred) -> Bool {
-        any { $0.ticket < item.mark && $0.mayReach(item.index, item.bits, precise: item.precise) }
     }
 }

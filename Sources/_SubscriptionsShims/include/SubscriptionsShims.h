@@ -1,22 +1,59 @@
 // The few things of the C library that Swift cannot reach on its own: a compiler-only fence,
-// Linux's membarrier(2) system call (a variadic `syscall`, which Swift does not import) and the
+// Linux's membarrier(2) system call (a variadic `syscall`, which Swift does not import), a
+// thread-local pointer to the calling thread's record (see Engine/ThreadRecords.swift), and the
 // main-thread test.
 #ifndef SUBSCRIPTIONS_SHIMS_H
 #define SUBSCRIPTIONS_SHIMS_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 /// Keeps the compiler from moving memory accesses across this point; emits no instruction.
-/// The fast side of an asymmetric fence (the slow side is `_subscriptions_process_fence`).
+/// The fast side of an asymmetric fence (the slow side is `_subscriptions_heavy_fence`).
 static inline void _subscriptions_compiler_fence(void) {
     atomic_signal_fence(memory_order_seq_cst);
 }
 
-/// Makes every thread of the process execute a full memory barrier before returning
-/// (Linux membarrier, private expedited). Returns 1 when it did, 0 when it is not available
-/// (other systems, old kernels, or a sandbox that refuses the call); callers then fall back to a
-/// protocol that needs no such fence.
-int _subscriptions_process_fence(void);
+/// 1 when posts must pay full fences themselves (the symmetric protocol): no process-wide fence,
+/// `SUBSCRIPTIONS_PROCESS_FENCE=off`, or a ThreadSanitizer build (it cannot see membarrier).
+/// Set once before `main` runs.
+extern int _subscriptions_symmetric;
+
+/// Whether the symmetric protocol is in force; see `_subscriptions_symmetric`.
+static inline int _subscriptions_is_symmetric(void) {
+    return _subscriptions_symmetric;
+}
+
+/// Whether the process-wide fence (Linux membarrier, private expedited) is registered.
+int _subscriptions_process_fence_available(void);
+
+/// The slow side of the fence: makes every thread of the process execute a full memory barrier
+/// before returning when the process-wide fence is available (and a full fence of the caller's
+/// own in every mode).
+void _subscriptions_heavy_fence(void);
+
+/// The calling thread's record, or NULL before its first use on this thread.
+#if defined(__linux__) && !defined(__APPLE__)
+extern __thread void *_subscriptions_current_record __attribute__((tls_model("initial-exec")));
+#else
+extern __thread void *_subscriptions_current_record;
+#endif
+
+/// Claims a record for the calling thread: a free one of the global list (left by a thread that
+/// exited) or a new one of `words` machine words, zeroed. Registers its release at thread exit.
+void *_subscriptions_claim_record(long words);
+
+/// The calling thread's record (claimed on first use).
+static inline void *_subscriptions_record(long words) {
+    void *record = _subscriptions_current_record;
+    return record ? record : _subscriptions_claim_record(words);
+}
+
+/// The first record of the global list (records are never freed; `next` is word 0).
+void *_subscriptions_first_record(void);
+
+/// How many records are claimed by live threads.
+long _subscriptions_claimed_records(void);
 
 /// 1 when the calling thread is the process's main thread, else 0: Linux compares the thread id
 /// with the process id, Apple platforms ask `pthread_main_np`. Spares the library Foundation's

@@ -1,0 +1,79 @@
+import Synchronization
+
+/// A route's entries in delivery order: a published array of entry addresses (unretained; the
+/// tokens own the entries), `0` for a cancelled entry (a tombstone).
+///
+/// Posts read a buffer without any lock; the route's writers (under the stripe lock) only ever
+/// append past `count` (publishing the new `count` with a releasing store) or zero a slot. A
+/// slot index is never reused within a buffer: squeezing tombstones out builds a new buffer,
+/// publishes it, and retires the old one until no post reads it (see `_Route`).
+///
+/// **Layout** (machine words): `count`, `capacity`, `lastSeq` (the sequence number of the
+/// last entry appended, so a canceller can skip retired buffers that cannot hold its entry),
+/// then `capacity` slots.
+struct _SlotBuffer: @unchecked Sendable, Equatable {
+    // @unchecked: a pointer to memory whose words are atomics; its lifetime is managed by the
+    // route's retire protocol.
+    let words: UnsafeMutablePointer<Atomic<UInt>>
+
+    static let headerWords = 3
+
+    static func allocate(capacity: Int) -> _SlotBuffer {
+        let n = headerWords + capacity
+        let words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: n)
+        for i in 0..<n { (words + i).initialize(to: Atomic(0)) }
+        words[1].store(UInt(capacity), ordering: .relaxed)
+        return _SlotBuffer(words: words)
+    }
+
+    init(words: UnsafeMutablePointer<Atomic<UInt>>) {
+        self.words = words
+    }
+
+    init(bits: UInt) {
+        self.words = UnsafeMutablePointer(bitPattern: bits).unsafelyUnwrapped
+    }
+
+    func free() {
+        words.deinitialize(count: _SlotBuffer.headerWords + capacity)
+        words.deallocate()
+    }
+
+    var bits: UInt { UInt(bitPattern: words) }
+
+    /// Slots published so far (acquiring: the slots below it are written).
+    @inline(__always)
+    var count: Int { Int(bitPattern: words[0].load(ordering: .acquiring)) }
+
+    var capacity: Int { Int(bitPattern: words[1].load(ordering: .relaxed)) }
+
+    var lastSeq: UInt {
+        get { words[2].load(ordering: .relaxed) }
+        nonmutating set { words[2].store(newValue, ordering: .relaxed) }
+    }
+
+    @inline(__always)
+    func slot(_ i: Int) -> UInt {
+        words[_SlotBuffer.headerWords &+ i].load(ordering: .relaxed)
+    }
+
+    /// Zeroes slot `i`. Sequentially consistent, so that it is ordered before the canceller's
+    /// later loads of thread records in the symmetric protocol as well.
+    func clear(_ i: Int) {
+        words[_SlotBuffer.headerWords + i].store(0, ordering: .sequentiallyConsistent)
+    }
+
+    /// Appends `bits` (the caller holds the route's lock and checked the capacity).
+    func append(_ bits: UInt, seq: UInt) {
+        let n = Int(bitPattern: words[0].load(ordering: .relaxed))
+        words[_SlotBuffer.headerWords + n].store(bits, ordering: .relaxed)
+        words[2].store(seq, ordering: .relaxed)
+        words[0].store(UInt(n + 1), ordering: .releasing)
+    }
+
+    /// The index of `bits` in this buffer, if it is there.
+    func index(of bits: UInt) -> Int? {
+        for i in 0..<Int(bitPattern: words[0].load(ordering: .relaxed)) where slot(i) == bits { return i }
+        return nil
+    }
+}
