@@ -38,11 +38,14 @@ extension NotificationCenter {
     /// - Returns: The token that keeps the observer registered.
     ///
     /// The token's guarantees are those of ``Subscription``, which Foundation alone does not give:
-    /// - When ``Subscription/cancel()`` returns (or the token's deinit ends), the Foundation
-    ///   observer is removed, no handler call is running on another thread, no call starts again
-    ///   (also for notifications already waiting in `queue`), and the handler closure is released.
-    ///   Cancelling from inside the handler returns at once; that call finishes normally, and the
-    ///   closure is released when the last running call ends.
+    /// - When ``Subscription/cancel()`` returns, the Foundation observer is removed, no handler
+    ///   call is running on another thread, no call starts again (also for notifications already
+    ///   waiting in `queue`), and the handler closure is released. Cancelling from inside the
+    ///   handler returns at once; that call finishes normally, and the closure is released when
+    ///   the last running call ends.
+    /// - The token's deinit never waits: it removes the observer and no call starts afterwards,
+    ///   but a call already running on another thread completes, and the closure is released when
+    ///   it ends, on that thread (as for every ``Subscription``).
     /// - ``Subscription/pause()`` drops notifications until ``Subscription/resume()``; notifications
     ///   already waiting in `queue` are dropped too when they come up while paused.
     /// - ``Subscription/isActive`` is `false` once cancelled, while paused, or once the
@@ -131,7 +134,7 @@ final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
         }
     }
 
-    func cancel() {
+    func cancel(waiting: Bool) {
         let thread = _currentThreadID()
         let (handler, observer, selfRunning) = state.withLock { s in
             let taken = (s.handler, s.observer, s.running.contains(thread))
@@ -146,7 +149,9 @@ final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
         // like `PostCenter` tokens (two threads cancelling from inside the handler would
         // otherwise wait for each other). Running calls hold their own reference to the closure.
         var attempt = 0
-        while !selfRunning && state.withLock({ s in s.running.contains { $0 != thread } }) {
+        // A token's deinit (`waiting` false) never waits: running calls hold their own reference,
+        // so the last of them releases the closure on its thread.
+        while waiting && !selfRunning && state.withLock({ s in s.running.contains { $0 != thread } }) {
             _backoff(attempt)
             attempt += 1
         }

@@ -22,6 +22,14 @@ private final class Captured: Sendable {
 
 private final class Sender: Sendable {}
 
+/// Holds a token until `drop()`, so that its deinit runs on the thread that calls `drop()`.
+private final class TokenOwner: @unchecked Sendable {
+    // @unchecked: `token` is written by one thread only (the one calling `drop()`).
+    private var token: Subscription?
+    init(_ token: Subscription?) { self.token = token }
+    func drop() { token = nil }
+}
+
 @Suite struct FoundationBridgeTests {
     // MARK: NotificationCenter.subscribe(to:)
 
@@ -73,6 +81,46 @@ private final class Sender: Sendable {}
         token.cancel()  // idempotent
         token.resume()  // does nothing after cancel
         #expect(!token.isActive)
+    }
+
+    @Test func droppingTheTokenDoesNotWaitForAHandlerRunningOnAnotherThread() {
+        let center = NotificationCenter()
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        weak var weakCaptured: Captured?
+        var token: Subscription?
+        do {
+            let captured = Captured()
+            weakCaptured = captured
+            token = center.subscribe(to: ping) { _ in
+                captured.hit()
+                entered.signal()
+                release.wait()
+            }
+        }
+        Thread.detachNewThread {
+            center.post(name: ping, object: nil)
+            finished.signal()
+        }
+        entered.wait()
+        // The deinit runs on a helper thread, so a deinit that waits shows as a timeout here
+        // instead of hanging the suite.
+        let dropped = DispatchSemaphore(value: 0)
+        let owner = TokenOwner(token)
+        token = nil
+        Thread.detachNewThread {
+            owner.drop()
+            dropped.signal()
+        }
+        let returnedWhileRunning = dropped.wait(timeout: .now() + 10) == .success
+        #expect(returnedWhileRunning, "the token's deinit waited for the running handler")
+        #expect(weakCaptured != nil, "the running call keeps its closure until it ends")
+        release.signal()
+        finished.wait()
+        if !returnedWhileRunning { dropped.wait() }
+        center.post(name: ping, object: nil)
+        #expect(weakCaptured == nil, "the closure is released when the last running call ends")
     }
 
     @Test func objectFilterDeliversOnlyThatSendersNotifications() {

@@ -7,8 +7,10 @@
 /// calls on other threads, returns at once inside the handler, releases the handler before it
 /// returns).
 package protocol _ExternalRegistration: AnyObject, Sendable {
-    /// Ends the registration; see ``Subscription/cancel()``.
-    func cancel()
+    /// Ends the registration; see ``Subscription/cancel()``. With `waiting` false (a token's
+    /// deinit) it does not wait for calls running on other threads: they complete, and the
+    /// handler is released when the last of them ends, on its thread.
+    func cancel(waiting: Bool)
     /// Pauses (`true`) or resumes (`false`) the registration.
     func setPaused(_ paused: Bool)
     /// Whether the next delivery would reach the registration.
@@ -26,7 +28,8 @@ final class _ExternalHome: _SubscriptionHome, @unchecked Sendable {
         self.registration = registration
     }
 
-    override func _cancel(_ token: Subscription) { registration.cancel() }
+    override func _cancel(_ token: Subscription) { registration.cancel(waiting: true) }
+    override func _drop(_ token: Subscription) { registration.cancel(waiting: false) }
     override func _setPaused(_ paused: Bool, _ token: Subscription) { registration.setPaused(paused) }
     override func _isActive(_ token: Subscription) -> Bool { registration.isActive }
 }
