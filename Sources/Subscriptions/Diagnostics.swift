@@ -12,9 +12,10 @@ extension PostCenter {
         /// Reported once per level: a count that goes up and down around the limit is not
         /// reported again until it has fallen below half the limit.
         case manySubscriptions(name: String, count: Int, site: SubscriptionSite?)
-        /// A post of `name` started while `depth - 1` posts of the same name were already in
-        /// progress on the same thread: handlers re-posting their own name (directly or through
-        /// other names). Reported each time the depth reaches ``Diagnostics/nestingLimit``.
+        /// A post of `name` started while `depth - 1` posts (of any names) were already in
+        /// progress on the same thread: handlers re-posting their own name, directly or through
+        /// other names. Queued, main-actor and actor handler calls are not posts and do not count.
+        /// Reported each time the depth reaches ``Diagnostics/nestingLimit``.
         case deepNesting(name: String, depth: Int)
         /// A ``Posts`` sequence of `name` with a bounded ``PostsBufferingPolicy`` discarded `count`
         /// posts because its consumer did not take them in time. Reported when the consumer next
@@ -56,7 +57,7 @@ extension PostCenter {
         /// The number of live subscriptions of one name that triggers
         /// ``Diagnostic/manySubscriptions(name:count:site:)``, like Node's max-listeners warning.
         public var subscriptionLimit: Int
-        /// The re-entrant nesting depth of one name on one thread that triggers
+        /// The depth of posts in progress on one thread (across all names) that triggers
         /// ``Diagnostic/deepNesting(name:depth:)``.
         public var nestingLimit: Int
         /// Receives each diagnostic.
@@ -66,7 +67,8 @@ extension PostCenter {
         ///
         /// - Parameters:
         ///   - subscriptionLimit: Live subscriptions of one name before a warning; default 1,000.
-        ///   - nestingLimit: Re-entrant depth of one name on one thread before a warning; default 32.
+        ///   - nestingLimit: Depth of posts in progress on one thread, across all names, before a
+        ///     warning; default 32 (the hard stop is ``PostCenter/maximumNestingDepth``).
         ///   - report: Called with each diagnostic, outside the center's locks.
         public init(
             subscriptionLimit: Int = 1000, nestingLimit: Int = 32,
