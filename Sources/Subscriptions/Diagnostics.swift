@@ -11,6 +11,9 @@ extension PostCenter {
         /// progress on the same thread: handlers re-posting their own name (directly or through
         /// other names). Reported each time the depth reaches ``Diagnostics/nestingLimit``.
         case deepNesting(name: String, depth: Int)
+        /// A post of `name` reached no handler: nobody listens, or every subscription is paused or
+        /// takes another payload type. Reported only with ``Diagnostics/reportsUnheardPosts``.
+        case unheardPost(name: String)
 
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
@@ -22,6 +25,9 @@ extension PostCenter {
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
                     + "a handler re-posts its own name (directly or through other names). "
                     + "Break the cycle, or post asynchronously with delivery: .queue(_:)."
+            case .unheardPost(let name):
+                return "Subscriptions: a post of \"\(name)\" reached no handler; check the name's spelling and "
+                    + "that its subscriber exists (and is not paused) before the post, or post with retain: true."
             }
         }
     }
@@ -43,15 +49,19 @@ extension PostCenter {
         public var nestingLimit: Int
         /// Receives each diagnostic.
         public var report: @Sendable (Diagnostic) -> Void
+        /// Whether a post that reaches no handler is reported as ``Diagnostic/unheardPost(name:)``
+        /// (retained posts are not: keeping a post for later subscribers is their point).
+        public var reportsUnheardPosts: Bool
 
         /// Creates a configuration.
         ///
         /// - Parameters:
         ///   - subscriptionLimit: Live subscriptions of one name before a warning; default 1,000.
         ///   - nestingLimit: Re-entrant depth of one name on one thread before a warning; default 32.
+        ///   - reportsUnheardPosts: Whether to report posts that reach no handler; default `false`.
         ///   - report: Called with each diagnostic, outside the center's locks.
         public init(
-            subscriptionLimit: Int = 1000, nestingLimit: Int = 32,
+            subscriptionLimit: Int = 1000, nestingLimit: Int = 32, reportsUnheardPosts: Bool = false,
             report: @escaping @Sendable (Diagnostic) -> Void
         ) {
             // fatalError, not precondition: optimised builds drop a precondition's message.
@@ -62,6 +72,7 @@ extension PostCenter {
             self.subscriptionLimit = subscriptionLimit
             self.nestingLimit = nestingLimit
             self.report = report
+            self.reportsUnheardPosts = reportsUnheardPosts
         }
     }
 

@@ -9,23 +9,35 @@ extension PostCenter {
     /// handler runs (``Subscription/isActive`` turns `false`). Cancelling the token before that
     /// post works as usual.
     ///
+    /// With `replay: true` the name's retained post, if any, is that one post (see
+    /// <doc:RetainedPosts>).
+    ///
     /// - Returns: The token; dropping it before the post cancels the subscription.
     public func subscribeOnce(
-        _ name: String, delivery: Delivery = .immediate,
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEnvelopeEntry(delivery._executor, once: true, handler), to: _NameKey(name))
+        if replay {
+            let entry = _replayableEntry(delivery._executor, once: true, handler)
+            return _addReplaying(entry, PostObject.self, to: _NameKey(name))
+        }
+        return _add(_makeEnvelopeEntry(delivery._executor, once: true, handler), to: _NameKey(name))
     }
 
     /// Subscribes `handler` to the next post of `topic` whose payload is a `Payload` only.
     ///
     /// Exactly one post is delivered, even under concurrent posts; see
-    /// ``subscribeOnce(_:delivery:handler:)-(String,_,_)``.
+    /// ``subscribeOnce(_:delivery:replay:handler:)-(String,_,_,_)``. With `replay: true` the
+    /// retained post of the name, if it is a `Payload`, is that one post.
     public func subscribeOnce<Payload>(
-        _ topic: Topic<Payload>, delivery: Delivery = .immediate,
+        _ topic: Topic<Payload>, delivery: Delivery = .immediate, replay: Bool = false,
         handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, once: true, handler), to: topic._key)
+        if replay {
+            return _addReplaying(
+                _replayableEntry(delivery._executor, once: true, handler), Payload.self, to: topic._key)
+        }
+        return _add(_makeEntry(delivery._executor, once: true, handler), to: topic._key)
     }
 
     // MARK: Sender filtering
@@ -56,7 +68,7 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject) -> Int {
-        _post(_NameKey(name), sender: sender) { object }
+        _heard(_post(_NameKey(name), sender: sender) { object }, name)
     }
 
     /// Posts `payload` to `topic` on behalf of `sender`.
@@ -65,7 +77,7 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _post(topic._key, payload, direct: topic._direct, sender: sender)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key.name)
     }
 
     // MARK: Main actor
@@ -73,20 +85,24 @@ extension PostCenter {
     /// Subscribes a `@MainActor` handler to every post of `name`; see ``MainActorDelivery``.
     ///
     /// Posts on the main thread run it synchronously; posts elsewhere schedule it on the main
-    /// queue without blocking the poster.
+    /// queue without blocking the poster. With `replay: true` the name's retained post comes
+    /// first: synchronously when subscribing on the main thread, else scheduled like a post.
     public func subscribe(
-        _ name: String, delivery: MainActorDelivery,
+        _ name: String, delivery: MainActorDelivery, replay: Bool = false,
         handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), to: _NameKey(name))
+        if replay { return _addReplaying(_mainActorEntry(handler), PostObject.self, to: _NameKey(name)) }
+        return _add(_mainActorEntry(handler), to: _NameKey(name))
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic`; see ``MainActorDelivery``.
+    /// With `replay: true` the retained post of the name, if it is a `Payload`, comes first.
     public func subscribe<Payload>(
-        _ topic: Topic<Payload>, delivery: MainActorDelivery,
+        _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false,
         handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), to: topic._key)
+        if replay { return _addReplaying(_mainActorEntry(handler), Payload.self, to: topic._key) }
+        return _add(_mainActorEntry(handler), to: topic._key)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -95,23 +111,31 @@ extension PostCenter {
     /// ```swift
     /// token = center.register("login", observer: self, delivery: .mainActor, selector: Screen.didLogin)
     /// ```
+    ///
+    /// With `replay: true` the name's retained post, if any, comes first.
     public func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: MainActorDelivery,
+        _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorObserverEntry(observer, selector), to: _NameKey(name))
+        let entry = _mainActorObserverEntry(observer, selector)
+        if replay { return _addReplaying(entry, PostObject.self, to: _NameKey(name)) }
+        return _add(entry, to: _NameKey(name))
     }
 
     /// Registers a `@MainActor` observer's method for `topic`, holding the observer weakly.
+    /// With `replay: true` the retained post of the name, if it is a `Payload`, comes first.
     public func register<Observer: AnyObject, Payload>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery,
+        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorObserverEntry(observer, selector), to: topic._key)
+        let entry = _mainActorObserverEntry(observer, selector)
+        if replay { return _addReplaying(entry, Payload.self, to: topic._key) }
+        return _add(entry, to: topic._key)
     }
 
     func _mainActorEntry<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: nil, sender: nil) { _, payload in
+        _Slow<Payload>(executor: .mainActor, once: false, observer: nil, sender: nil, tracker: _deliveries) {
+            _, payload in
             let box = _UncheckedSendable(payload)
             MainActor.assumeIsolated { handler(box.value) }
             return true
@@ -121,7 +145,8 @@ extension PostCenter {
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil) { target, payload in
+        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries) {
+            target, payload in
             guard let target else { return false }
             let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
             MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }

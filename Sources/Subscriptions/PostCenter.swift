@@ -42,6 +42,10 @@ public final class PostCenter: Sendable {
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
+    /// The latest retained post of each name (see `Engine/Retained.swift`).
+    let _retained = _Lock(_RetainedTable())
+    /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
+    let _deliveries = _DeliveryTracker()
 
     /// Creates an empty center.
     ///
@@ -58,18 +62,26 @@ public final class PostCenter: Sendable {
 
     /// Subscribes `handler` to every post of `name`.
     ///
+    /// With `replay: true` the name's retained post comes first; see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: Where the handler runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any, then
+    ///     every later post, none twice and none out of order.
     ///   - handler: Called with the post's envelope. Held by the center until the token is
     ///     cancelled or deinitialised, then released.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Complexity: amortised O(1).
     public func subscribe(
-        _ name: String, delivery: Delivery = .immediate,
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEnvelopeEntry(delivery._executor, handler), to: _NameKey(name))
+        if replay {
+            return _addReplaying(
+                _replayableEntry(delivery._executor, handler), PostObject.self, to: _NameKey(name))
+        }
+        return _add(_makeEnvelopeEntry(delivery._executor, handler), to: _NameKey(name))
     }
 
     /// Registers `observer` for `name`, selector style: each post calls
@@ -82,12 +94,17 @@ public final class PostCenter: Sendable {
     /// token = center.register("login", observer: self, selector: Screen.didLogin)
     /// ```
     ///
+    /// With `replay: true`, the observer first gets the name's retained post, if any (see
+    /// <doc:RetainedPosts>).
+    ///
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     public func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: Delivery = .immediate,
+        _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
         selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        _add(_observerEntry(observer, delivery._executor, selector), to: _NameKey(name))
+        let entry = _observerEntry(observer, delivery._executor, selector)
+        if replay { return _addReplaying(entry, PostObject.self, to: _NameKey(name)) }
+        return _add(entry, to: _NameKey(name))
     }
 
     /// Posts `object` to every subscription of `name`.
@@ -99,7 +116,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
-        _post(_NameKey(name), sender: nil) { object }
+        _heard(_post(_NameKey(name), sender: nil) { object }, name)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -107,30 +124,45 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
-        _post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }
+        _heard(_post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }, name)
     }
 
     // MARK: Typed topics
 
     /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`.
     ///
+    /// With `replay: true`, the handler first gets the name's retained post, if it is a
+    /// `Payload`, then every later post, none twice and none out of order (see
+    /// <doc:RetainedPosts>). With ``Delivery/immediate`` the retained payload is delivered on
+    /// the calling thread before `subscribe` returns.
+    ///
+    /// ```swift
+    /// let token = center.subscribe(.battery, replay: true) { level in print(level) }  // 80 at once
+    /// ```
+    ///
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Complexity: amortised O(1).
     public func subscribe<Payload>(
-        _ topic: Topic<Payload>, delivery: Delivery = .immediate,
+        _ topic: Topic<Payload>, delivery: Delivery = .immediate, replay: Bool = false,
         handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, handler), to: topic._key)
+        if replay { return _addReplaying(_replayableEntry(delivery._executor, handler), Payload.self, to: topic._key) }
+        return _add(_makeEntry(delivery._executor, handler), to: topic._key)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly.
     ///
+    /// With `replay: true`, the observer first gets the name's retained post if it is a
+    /// `Payload` (see <doc:RetainedPosts>).
+    ///
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     public func register<Observer: AnyObject, Payload>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery = .immediate,
+        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
         selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_observerEntry(observer, delivery._executor, selector), to: topic._key)
+        let entry = _observerEntry(observer, delivery._executor, selector)
+        if replay { return _addReplaying(entry, Payload.self, to: topic._key) }
+        return _add(entry, to: topic._key)
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -141,7 +173,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _post(topic._key, payload, direct: topic._direct, sender: nil)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key.name)
     }
 
     // MARK: Introspection
@@ -160,7 +192,8 @@ public final class PostCenter: Sendable {
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
-        return _Slow(executor: executor, once: once, observer: nil, sender: sender) { _, payload in
+        return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
+            _, payload in
             handler(payload)
             return true
         }
@@ -181,7 +214,8 @@ public final class PostCenter: Sendable {
     func _observerEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ executor: _Executor, _ selector: @escaping (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow(executor: executor, once: false, observer: observer, sender: nil) { target, payload in
+        _Slow(executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor)) {
+            target, payload in
             guard let target else { return false }
             selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true

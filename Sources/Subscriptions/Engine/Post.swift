@@ -29,8 +29,16 @@ struct _Stripes: @unchecked Sendable {
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
+        let (token, live) = _insert(entry, to: key)
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        return token
+    }
+
+    /// Registers `entry` under `key`; returns its token and the name's live count. Runs no user
+    /// code, so it may be called under another lock (see `_addReplaying`).
+    func _insert(_ entry: _Entry, to key: _NameKey) -> (Subscription, Int) {
         let stripe = _stripes[key.hash].takeUnretainedValue()
-        let (token, live) = stripe.mutex.withLock { routes in
+        return stripe.mutex.withLock { routes in
             let route: _Route
             if let existing = routes.find(key) {
                 route = existing.takeUnretainedValue()
@@ -41,8 +49,6 @@ extension PostCenter {
             route.lockedAppend(entry)
             return (Subscription(home: route, entry: entry), route.live)
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
-        return token
     }
 
     /// Finds the route of `key` and links a frame for a post on it; `nil` when nobody listens.
