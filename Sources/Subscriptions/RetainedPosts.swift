@@ -12,7 +12,7 @@ extension PostCenter {
     /// center.subscribe(.battery, replay: true) { level in print(level) }   // prints 80 at once
     /// ```
     ///
-    /// Delivery is exactly that of ``post(_:_:)-(Topic<Payload>,Payload)``. With `retain: false`
+    /// Delivery is exactly that of `post(_:_:)`. With `retain: false`
     /// the post is a plain `post(topic, payload)` and leaves the retained post alone.
     ///
     /// - Lifetime: the center holds the retained payload strongly until it is replaced or
@@ -39,7 +39,7 @@ extension PostCenter {
     ///
     /// The center keeps the envelope itself; its ``PostObject/data`` stays weak as always, so a
     /// replayed envelope reads `nil` data once the poster let the object go. With
-    /// `retain: false` this is ``post(_:_:)-(String,PostObject)`` and leaves the retained post
+    /// `retain: false` this is `post(_:_:)` and leaves the retained post
     /// alone.
     ///
     /// - Lifetime: the envelope is held until replaced or cleared with
@@ -106,7 +106,7 @@ extension PostCenter {
     /// for await level in center.posts(.battery, replay: true) { gauge.show(level) }
     /// ```
     ///
-    /// Otherwise the same as ``posts(_:bufferingPolicy:)-(Topic<Payload>,_)``: the retained
+    /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
     /// payload is the first buffered element and counts against `bufferingPolicy`.
     public func posts<Payload: Sendable>(
         _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128), replay: Bool
