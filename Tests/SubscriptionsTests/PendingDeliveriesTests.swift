@@ -58,10 +58,19 @@ struct PendingDeliveriesTests {
         let token = center.subscribe(Topic<Int>("pending.main"), delivery: .mainActor) { value in
             seen.append(value)
         }
-        let poster = TestThread { for i in 1...20 { center.post(Topic<Int>("pending.main"), i) } }
+        // Hold the main queue until the waiter is about to wait, so that the deliveries are still
+        // pending when it starts.
+        let gate = DispatchSemaphore(value: 0)
+        DispatchQueue.main.async { gate.wait() }
+        let poster = TestThread { for i in 1...2000 { center.post(Topic<Int>("pending.main"), i) } }
         poster.join()
-        await center.waitForPendingDeliveries()
-        #expect(seen.values == Array(1...20))
+        Task.detached { gate.signal() }
+        // Waited for off the main actor, so that only the wait can order it after the deliveries.
+        let observed = await Task.detached {
+            await center.waitForPendingDeliveries()
+            return seen.values
+        }.value
+        #expect(observed == Array(1...2000))
         withExtendedLifetime(token) {}
     }
 
