@@ -10,23 +10,45 @@ let package = Package(
     name: "Subscriptions",
     platforms: platforms,
     products: [
-        .library(name: "Subscriptions", targets: ["Subscriptions"])
+        .library(name: "Subscriptions", targets: ["Subscriptions"]),
+        // NotificationCenter interop; the only product that loads Foundation.
+        .library(name: "SubscriptionsFoundation", targets: ["SubscriptionsFoundation"]),
+        // For users' test targets: records posts and waits for them.
+        .library(name: "SubscriptionsTestKit", targets: ["SubscriptionsTestKit"]),
     ],
     targets: [
         .target(name: "_SubscriptionsShims"),
         .target(name: "Subscriptions", dependencies: ["_SubscriptionsShims"], swiftSettings: strict),
-        .testTarget(name: "SubscriptionsTests", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .target(name: "SubscriptionsFoundation", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"], swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsFoundationTests", dependencies: ["SubscriptionsFoundation"], swiftSettings: strict),
+        .target(name: "SubscriptionsTestKit", dependencies: ["Subscriptions"], swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsTestKitTests", dependencies: ["SubscriptionsTestKit", "Subscriptions"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "ActorDelivery", dependencies: ["Subscriptions"], path: "Examples/ActorDelivery",
+            swiftSettings: strict),
         .executableTarget(
             name: "Quickstart", dependencies: ["Subscriptions"], path: "Examples/Quickstart", swiftSettings: strict),
         .executableTarget(
             name: "ProtocolObservers", dependencies: ["Subscriptions"], path: "Examples/ProtocolObservers",
             swiftSettings: strict),
         .executableTarget(
-            name: "AsyncStreams", dependencies: ["Subscriptions"], path: "Examples/AsyncStreams", swiftSettings: strict),
+            name: "AsyncStreams", dependencies: ["SubscriptionsFoundation"], path: "Examples/AsyncStreams",
+            swiftSettings: strict),
         .executableTarget(
             name: "SubscriptionsBenchmarks", dependencies: ["Subscriptions"],
             path: "Benchmarks/SubscriptionsBenchmarks", swiftSettings: strict),
         .executableTarget(
-            name: "LeakCheck", dependencies: ["Subscriptions"], path: "Tests/LeakCheck", swiftSettings: strict),
+            name: "LeakCheck", dependencies: ["SubscriptionsFoundation"], path: "Tests/LeakCheck", swiftSettings: strict),
+        // Scripts/footprint-check.sh: the core loads no Foundation.
+        .executableTarget(
+            name: "FootprintCore", dependencies: ["Subscriptions"], path: "Tests/Footprint/Core", swiftSettings: strict),
+        .executableTarget(
+            name: "FootprintFoundation", dependencies: ["Subscriptions"], path: "Tests/Footprint/Foundation",
+            swiftSettings: strict),
     ]
 )

@@ -4,6 +4,7 @@
 //     swift run AsyncStreams
 import Foundation
 import Subscriptions
+import SubscriptionsFoundation
 
 struct User: Sendable {
     let name: String

@@ -49,6 +49,7 @@ print("1. Two screens are open.")
 var home: ProfileScreen? = ProfileScreen(title: "home", center: center)
 let settings = ProfileScreen(title: "settings", center: center)
 print("   subscriptions of \"login\": \(center.subscriptionCount(for: "login"))")
+print("   made at: \(center.subscriptionSites(for: "login"))")  // each line of code, busiest first
 
 print("2. A typed post reaches typed and plain subscribers, in subscription order.")
 var reached = center.post(.login, ada)

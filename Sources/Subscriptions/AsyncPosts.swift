@@ -20,24 +20,45 @@ extension PostCenter {
     /// - the iterating task is cancelled: the loop gets `nil` and ends;
     /// - the sequence is dropped without ever being iterated.
     ///
+    /// The sequence finishes when the center deinitialises: the loop gets the posts still
+    /// buffered, then `nil`, as an `AsyncStream` does when its continuation goes away.
+    ///
     /// While it lives the sequence counts as one subscriber of the name, in
     /// ``subscriptionCount(for:)`` and in the value `post` returns.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to. Like a `subscribe(_:delivery:handler:)` of the topic,
     ///     the sequence receives every post of the topic's name whose payload is a `Payload`.
-    ///   - bufferingPolicy: What to keep while the consumer is busy. By default the newest 128
-    ///     posts: when a 129th arrives before the consumer asks for more, the oldest waiting
-    ///     post is discarded. See ``PostsBufferingPolicy``.
+    ///   - bufferingPolicy: What to keep while the consumer is busy. By default every post
+    ///     (``PostsBufferingPolicy/unbounded``), like `AsyncStream`. A bounded policy discards
+    ///     posts when the consumer falls behind and reports how many through ``diagnostics``
+    ///     (``Diagnostic/droppedPosts(name:count:)``). See ``PostsBufferingPolicy``.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     /// - Complexity: subscribing is amortised O(1); each post costs the sequence one lock
     ///   acquisition and no suspension of the poster.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded
     ) -> Posts<Payload> {
-        let buffer = _PostsBuffer<Payload>(policy: bufferingPolicy._checked())
-        let token = self.subscribe(topic) { payload in buffer.push(payload) }
-        return Posts(_source: _PostsSource(buffer: buffer, token: token))
+        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic) { buffer.push($0) } }
+    }
+
+    /// The posts of `topic` made `from: sender` as an asynchronous sequence of payloads, like
+    /// `subscribe(_:from:delivery:handler:)` of a topic.
+    ///
+    /// The sender is held weakly: once it deallocates, the sequence receives nothing more (it
+    /// does not finish). Posts made without a sender never match. Otherwise the sequence behaves
+    /// like the one of `posts(_:bufferingPolicy:)` of a topic: it subscribes now,
+    /// yields in post order, ends with the loop, the task's cancellation or the center.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - sender: The only sender whose posts are yielded; held weakly.
+    ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default.
+    /// - Returns: A single-consumer sequence: iterate it once, from one task.
+    public func posts<Payload: Sendable>(
+        _ topic: Topic<Payload>, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded
+    ) -> Posts<Payload> {
+        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic, from: sender) { buffer.push($0) } }
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes.
@@ -50,7 +71,8 @@ extension PostCenter {
     ///
     /// Behaves like the topic variant, `posts(_:bufferingPolicy:)`: the subscription starts now,
     /// posts are yielded in post order, and it ends with the loop, with the iterating task's
-    /// cancellation, or when the sequence is dropped unused.
+    /// cancellation, or when the sequence is dropped unused. When the center deinitialises the
+    /// sequence yields what it buffered, then finishes.
     ///
     /// > Warning: A ``PostObject`` holds its ``PostObject/data`` weakly, also while it waits in
     /// > the buffer. If the poster released the data object before the consumer gets to the
@@ -60,13 +82,41 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to listen to. Every post of the name is yielded, typed posts included
     ///     (their payload is read with ``PostObject/payload(as:)``).
-    ///   - bufferingPolicy: What to keep while the consumer is busy; the newest 128 by default.
+    ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default. A
+    ///     bounded policy reports what it discards through ``diagnostics``.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128)
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded
     ) -> Posts<PostObject> {
-        let buffer = _PostsBuffer<PostObject>(policy: bufferingPolicy._checked())
-        let token = self.subscribe(name) { post in buffer.push(post) }
+        _posts(name, bufferingPolicy) { buffer in self.subscribe(name) { buffer.push($0) } }
+    }
+
+    /// The posts of `name` made `from: sender` as an asynchronous sequence of envelopes, like
+    /// `subscribe(_:from:delivery:handler:)` of a name.
+    ///
+    /// The sender is held weakly: once it deallocates, the sequence receives nothing more (it
+    /// does not finish). Posts made without a sender never match. Otherwise the sequence behaves
+    /// like the one of `posts(_:bufferingPolicy:)` of a name.
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to.
+    ///   - sender: The only sender whose posts are yielded; held weakly.
+    ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default.
+    /// - Returns: A single-consumer sequence: iterate it once, from one task.
+    public func posts(
+        _ name: String, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded
+    ) -> Posts<PostObject> {
+        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, from: sender) { buffer.push($0) } }
+    }
+
+    /// Makes the buffer, subscribes it with `subscribe`, and lets the center finish it when the
+    /// center deinitialises.
+    func _posts<Element: Sendable>(
+        _ name: String, _ policy: PostsBufferingPolicy, subscribe: (_PostsBuffer<Element>) -> Subscription
+    ) -> Posts<Element> {
+        let buffer = _PostsBuffer<Element>(policy: policy._checked(), name: name, center: self)
+        let token = subscribe(buffer)
+        _sequences.insert(buffer)
         return Posts(_source: _PostsSource(buffer: buffer, token: token))
     }
 }
@@ -78,17 +128,20 @@ extension PostCenter {
 /// what happens to posts that arrive while the consumer is doing something else (running the
 /// loop body, or not iterating yet).
 public enum PostsBufferingPolicy: Sendable, Hashable {
-    /// Keeps every post. Memory grows without bound if the consumer falls behind for good.
+    /// Keeps every post: the default. Memory grows without bound if the consumer falls behind
+    /// for good.
     case unbounded
     /// Keeps at most `limit` waiting posts, the newest ones: when a post arrives and `limit`
     /// posts already wait, the oldest waiting post is discarded. With a limit of 0, only posts
     /// that find the consumer suspended in `next()` are delivered.
     ///
-    /// The default of `PostCenter.posts(_:bufferingPolicy:)` (for names and topics) is
-    /// `.bufferingNewest(128)`: a consumer that falls behind sees the latest state, with a gap.
+    /// A consumer that falls behind sees the latest state, with a gap. What is discarded is
+    /// reported through `PostCenter.diagnostics`, when set, as
+    /// ``PostCenter/Diagnostic/droppedPosts(name:count:)``.
     case bufferingNewest(Int)
     /// Keeps at most `limit` waiting posts, the oldest ones: when `limit` posts already wait,
-    /// a new post is discarded.
+    /// a new post is discarded. What is discarded is reported through `PostCenter.diagnostics`,
+    /// when set, as ``PostCenter/Diagnostic/droppedPosts(name:count:)``.
     case bufferingOldest(Int)
 
     /// Traps on a negative limit, naming the fix.
@@ -113,8 +166,8 @@ public enum PostsBufferingPolicy: Sendable, Hashable {
 /// Made by `center.posts(topic)` (yielding payloads) and `center.posts(name)` (yielding
 /// ``PostObject``s), or their static shorthands on `PostCenter`. The subscription is already
 /// active when you hold a `Posts`; iterating it reads what was buffered since, then waits for new
-/// posts. The sequence never finishes by itself: it ends when the loop is left or its task is
-/// cancelled.
+/// posts. It finishes (after yielding what it buffered) when its center deinitialises; otherwise
+/// it ends when the loop is left or its task is cancelled.
 ///
 /// ```swift
 /// let logins = center.posts(.login)          // subscribed from here on
@@ -133,7 +186,9 @@ public enum PostsBufferingPolicy: Sendable, Hashable {
 ///   Destroying the iterator, by leaving the `for await` loop, cancels it at once, even while a
 ///   copy of the sequence is still around. Dropping every copy of a sequence that was never
 ///   iterated cancels it too. Posts still buffered at that point are released, never delivered.
-///   If the center itself deinitialises, the sequence stops receiving posts but does not finish.
+///   When the center deinitialises, the sequence finishes: the posts still buffered are
+///   yielded, then `next()` returns `nil`, whatever the buffering policy. The sequence never
+///   keeps its center alive.
 /// - Cancellation: when the iterating task is cancelled, `next()` returns `nil` at once (also
 ///   while suspended), buffered posts are discarded and the subscription is cancelled.
 public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
@@ -166,8 +221,9 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
         /// Stays on the caller's actor (`isolation`) while it waits, so elements reach an actor's
         /// loop without an extra hop.
         ///
-        /// - Returns: The next post's payload, or `nil` once the iterating task was cancelled;
-        ///   after that the subscription is cancelled and every later call returns `nil`.
+        /// - Returns: The next post's payload, or `nil` once the iterating task was cancelled
+        ///   or the center deinitialised and nothing is left in the buffer; after that the
+        ///   subscription is cancelled and every later call returns `nil`.
         /// - Precondition: no other `next()` call of this iterator is waiting.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             await _consumer.next(isolation: actor)
@@ -175,7 +231,8 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
 
         /// The next post, in post order, waiting for one if none is buffered.
         ///
-        /// - Returns: The next post's payload, or `nil` once the iterating task was cancelled.
+        /// - Returns: The next post's payload, or `nil` once the iterating task was cancelled
+        ///   or the center deinitialised and nothing is left in the buffer.
         public mutating func next() async -> Element? {
             await _consumer.next(isolation: nil)
         }
@@ -205,7 +262,9 @@ final class _PostsSource<Element: Sendable>: Sendable {
 
     deinit {
         // Never iterated: the last copy of the sequence ends the subscription.
-        parts.withLock { $0.take() }?.token.cancel()
+        guard let parts = parts.withLock({ $0.take() }) else { return }
+        parts.token.cancel()
+        parts.buffer.unregister()
     }
 }
 
@@ -222,12 +281,19 @@ final class _PostsConsumer<Element: Sendable> {
 
     func next(isolation actor: isolated (any Actor)?) async -> Element? {
         if let element = await buffer.next(isolation: actor) { return element }
-        // Finished (the task was cancelled): end the subscription now rather than at deinit.
-        token.take()?.cancel()
+        // Finished (the task was cancelled, or the center is gone): end the subscription now
+        // rather than at deinit.
+        if let token = token.take() {
+            token.cancel()
+            buffer.unregister()
+        }
         return nil
     }
 
     deinit {
-        token?.cancel()
+        if let token {
+            token.cancel()
+            buffer.unregister()
+        }
     }
 }

@@ -12,9 +12,10 @@ import Synchronization
 /// state is kept in plain stored properties and a manually managed ring of `Element`s rather than
 /// in a `Mutex<State>` of generic optionals and tuples: each generic type touched per post would
 /// cost a runtime metadata lookup, several times the cost of the work itself.
-final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
-    // @unchecked: every `var` is read and written only while holding `lock` (or in `deinit`, when
-    // no other reference exists); the elements themselves are `Sendable`.
+final class _PostsBuffer<Element: Sendable>: _PostsClosing, @unchecked Sendable {
+    // @unchecked: every `var` but `center` is read and written only while holding `lock` (or in
+    // `deinit`, when no other reference exists); `center` is a weak reference written only in
+    // `init` (the runtime makes weak loads atomic); the elements themselves are `Sendable`.
 
     private let lock = _Lock<Void>(())
     /// How many posts may wait in the ring; `Int.max` for `.unbounded`.
@@ -34,8 +35,20 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
     private var waiter: UnsafeContinuation<Void, Never>?
     /// Set when the consuming task was cancelled: later pushes are dropped, `next` returns `nil`.
     private var finished = false
+    /// Set when the center deinitialised: `next` yields what is buffered, then `nil`.
+    private var closed = false
+    /// Posts discarded by the policy since the last report (see `Diagnostic.droppedPosts`).
+    private var dropped = 0
 
-    init(policy: PostsBufferingPolicy) {
+    /// The name posted to, for diagnostics.
+    let name: String
+    /// The center, weakly: a sequence never keeps its center alive. Read only to report drops
+    /// and to unregister; `nil` once the center started to deinitialise.
+    private weak var center: PostCenter?
+
+    init(policy: PostsBufferingPolicy, name: String, center: PostCenter) {
+        self.name = name
+        self.center = center
         switch policy {
         case .unbounded: (limit, keepNewest) = (Int.max, false)
         case .bufferingNewest(let n): (limit, keepNewest) = (n, true)
@@ -63,7 +76,7 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
         // it replaced. It is released when this function returns, outside the lock.
         var element = element
         let wake = lock.withLock { _ -> UnsafeContinuation<Void, Never>? in
-            if finished { return nil }
+            if finished || closed { return nil }
             if let waiter {
                 self.waiter = nil
                 handoff.initialize(to: element)
@@ -72,8 +85,11 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
             }
             if count < limit {
                 lockedAppend(element)
-            } else if keepNewest && count > 0 {
-                lockedReplaceOldest(&element)
+            } else {
+                // Discarded: the oldest waiting post (`.bufferingNewest`) or this one. Counting
+                // it is the only cost of diagnostics here; it is reported by the consumer.
+                if keepNewest && count > 0 { lockedReplaceOldest(&element) }
+                dropped &+= 1
             }
             return nil
         }
@@ -111,7 +127,8 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
 
     // MARK: Consumer
 
-    /// The next post, suspending until one arrives; `nil` once the consuming task is cancelled.
+    /// The next post, suspending until one arrives; `nil` once the consuming task is cancelled,
+    /// or once the center deinitialised and the buffer is empty.
     func next(isolation actor: isolated (any Actor)?) async -> Element? {
         while true {
             if Task.isCancelled {
@@ -119,19 +136,27 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
                 return nil
             }
             var ended = false
+            var drops = 0
             let element = lock.withLock { _ -> Element? in
                 if finished {
                     ended = true
                     return nil
                 }
-                return lockedTake()
+                if dropped > 0 {
+                    drops = dropped
+                    dropped = 0
+                }
+                let element = lockedTake()
+                if element == nil && closed { ended = true }
+                return element
             }
+            if drops > 0 { center?._reportDroppedPosts(name, drops) }
             if let element { return element }
             if ended { return nil }
             await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: actor) { (continuation: UnsafeContinuation<Void, Never>) in
                     let ready = lock.withLock { _ -> Bool in
-                        if finished || hasHandoff || count > 0 { return true }
+                        if finished || closed || hasHandoff || count > 0 { return true }
                         if waiter != nil {
                             fatalError(
                                 "Posts: next() was called from two tasks at once. A Posts sequence has a single "
@@ -174,5 +199,63 @@ final class _PostsBuffer<Element: Sendable>: @unchecked Sendable {
         }
         wake?.resume()
         withExtendedLifetime(dropped) {}
+    }
+}
+
+extension _PostsBuffer {
+    /// Ends the sequence because the center deinitialised: the consumer gets what is buffered,
+    /// then `nil`. Idempotent; does nothing after `finish()`.
+    func close() {
+        let wake = lock.withLock { _ -> UnsafeContinuation<Void, Never>? in
+            guard !finished, !closed else { return nil }
+            closed = true
+            let waiter = self.waiter
+            self.waiter = nil
+            return waiter
+        }
+        wake?.resume()
+    }
+
+    /// Tells the center that the subscription ended, so it no longer finishes this buffer.
+    func unregister() {
+        center?._sequences.remove(self)
+    }
+}
+
+/// A buffer the center finishes when it deinitialises.
+protocol _PostsClosing: AnyObject, Sendable {
+    func close()
+}
+
+/// The `Posts` buffers of one center whose subscription is still on: when the center
+/// deinitialises it closes each one, so every `for await` loop over its posts ends.
+///
+/// Holds the buffers strongly; a buffer is removed when its subscription ends (the loop ends,
+/// the task is cancelled, the unused sequence is dropped). Buffers (and the posts in them) are
+/// released after unlocking.
+final class _PostsRegistry: Sendable {
+    private let buffers = _Lock<[ObjectIdentifier: any _PostsClosing]>([:])
+
+    init() {}
+
+    /// - Complexity: amortised O(1).
+    func insert(_ buffer: some _PostsClosing) {
+        buffers.withLock { $0[ObjectIdentifier(buffer)] = buffer }
+    }
+
+    /// - Complexity: amortised O(1).
+    func remove(_ buffer: AnyObject) {
+        let removed = buffers.withLock { $0.removeValue(forKey: ObjectIdentifier(buffer)) }
+        withExtendedLifetime(removed) {}
+    }
+
+    /// Closes every buffer, from the center's deinit.
+    func closeAll() {
+        let all = buffers.withLock { buffers -> [any _PostsClosing] in
+            let all = Array(buffers.values)
+            buffers = [:]
+            return all
+        }
+        for buffer in all { buffer.close() }
     }
 }

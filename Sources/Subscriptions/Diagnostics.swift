@@ -6,7 +6,12 @@ extension PostCenter {
         /// `name` now has `count` live subscriptions, at or past
         /// ``Diagnostics/subscriptionLimit`` (reported at the limit, then at each doubling).
         /// Usually tokens that are created repeatedly and stored somewhere that never lets go.
-        case manySubscriptions(name: String, count: Int)
+        /// `site` is the call site holding the most of them (see
+        /// ``PostCenter/subscriptionSites(for:)``): the line to look at.
+        ///
+        /// Reported once per level: a count that goes up and down around the limit is not
+        /// reported again until it has fallen below half the limit.
+        case manySubscriptions(name: String, count: Int, site: SubscriptionSite?)
         /// A post of `name` started while `depth - 1` posts of the same name were already in
         /// progress on the same thread: handlers re-posting their own name (directly or through
         /// other names). Reported each time the depth reaches ``Diagnostics/nestingLimit``.
@@ -14,12 +19,18 @@ extension PostCenter {
         /// A post of `name` reached no handler: nobody listens, or every subscription is paused or
         /// takes another payload type. Reported only with ``Diagnostics/reportsUnheardPosts``.
         case unheardPost(name: String)
+        /// A ``Posts`` sequence of `name` with a bounded ``PostsBufferingPolicy`` discarded `count`
+        /// posts because its consumer did not take them in time. Reported when the consumer next
+        /// takes a post, with the number discarded since the previous report, on the iterating
+        /// task; posts discarded after the consumer's last take are not reported.
+        case droppedPosts(name: String, count: Int)
 
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
             switch self {
-            case .manySubscriptions(let name, let count):
-                return "Subscriptions: \"\(name)\" has \(count) live subscriptions; possible leak: "
+            case .manySubscriptions(let name, let count, let site):
+                return "Subscriptions: \"\(name)\" has \(count) live subscriptions"
+                    + (site.map { ", most from \($0.fileID):\($0.line) (\($0.count))" } ?? "") + "; possible leak: "
                     + "keep each Subscription in the object that owns the interest, and let it go with that object."
             case .deepNesting(let name, let depth):
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
@@ -28,6 +39,9 @@ extension PostCenter {
             case .unheardPost(let name):
                 return "Subscriptions: a post of \"\(name)\" reached no handler; check the name's spelling and "
                     + "that its subscriber exists (and is not paused) before the post, or post with retain: true."
+            case .droppedPosts(let name, let count):
+                return "Subscriptions: a posts(\"\(name)\") sequence discarded \(count) posts its consumer did not "
+                    + "take in time; use bufferingPolicy: .unbounded (the default) or a larger limit to keep them."
             }
         }
     }
@@ -38,11 +52,15 @@ extension PostCenter {
     /// center.diagnostics = .init(subscriptionLimit: 100) { issue in logger.warning("\(issue)") }
     /// ```
     ///
-    /// - Threading: `report` runs on the thread that subscribed or posted, synchronously, with no
-    ///   lock of the center held; it may call back into the center.
+    /// - Threading: `report` runs on the thread that subscribed or posted (for
+    ///   ``Diagnostic/droppedPosts(name:count:)``, on the task that iterates the sequence),
+    ///   synchronously, with no lock of the center held; it may call back into the center.
+    /// - Lifetime: the center keeps `report` (and what it captures) until `diagnostics` is set
+    ///   again or the center deinitialises, and releases it with no lock held, so a captured
+    ///   object's deinit may call back into the center.
     public struct Diagnostics: Sendable {
         /// The number of live subscriptions of one name that triggers
-        /// ``Diagnostic/manySubscriptions(name:count:)``, like Node's max-listeners warning.
+        /// ``Diagnostic/manySubscriptions(name:count:site:)``, like Node's max-listeners warning.
         public var subscriptionLimit: Int
         /// The re-entrant nesting depth of one name on one thread that triggers
         /// ``Diagnostic/deepNesting(name:depth:)``.
@@ -84,13 +102,23 @@ extension PostCenter {
     /// hard ``maximumNestingDepth`` stop.
     ///
     /// - Threading: safe to set and read from any thread; posts and subscriptions that start
-    ///   after the assignment returns use the new value.
+    ///   after the assignment returns use the new value. Of assignments racing on several
+    ///   threads, the one that takes effect last is the value read afterwards, and it is the one
+    ///   that reports.
+    /// - Lifetime: the previous value's `report` closure is released after the center's lock is
+    ///   released: its captures' deinits may use the center.
     /// - Complexity: with `nil`, diagnostics cost a not-taken branch per post.
     public var diagnostics: Diagnostics? {
-        get { _diagnostics.withLock { $0 } }
+        get { _diagnostics.withLock { $0.value } }
         set {
-            _diagnostics.withLock { $0 = newValue }
-            _diagnosing.store(newValue != nil, ordering: .releasing)
+            let previous = _diagnostics.withLock { state -> Diagnostics? in
+                // The flag changes under the lock, with the value: of racing setters, the one
+                // that locks last leaves both, so a set value is never left silent.
+                _diagnosing.store(newValue != nil, ordering: .releasing)
+                return state.replace(newValue)
+            }
+            // The old `report` (and what it captured) is released here, unlocked.
+            withExtendedLifetime(previous) {}
         }
     }
 
@@ -111,10 +139,57 @@ extension PostCenter {
     }
 
     /// Called after a subscription made `name` hold `live` entries.
+    ///
+    /// Reports at the limit and at each doubling, once per level until the count falls below
+    /// half the limit (noticed at the next subscription), so a count that oscillates around the
+    /// limit is reported once.
     func _checkCount(_ key: _NameKey, _ live: Int) {
-        guard let diagnostics = self.diagnostics, live >= diagnostics.subscriptionLimit else { return }
-        let ratio = live / diagnostics.subscriptionLimit
-        guard live % diagnostics.subscriptionLimit == 0, ratio & (ratio - 1) == 0 else { return }
-        diagnostics.report(.manySubscriptions(name: key.name, count: live))
+        let report = _diagnostics.withLock { state -> Diagnostics? in
+            guard let diagnostics = state.value else { return nil }
+            return state.lockedCount(key.name, live, diagnostics.subscriptionLimit) ? diagnostics : nil
+        }
+        guard let report else { return }
+        // `report` is a copy: its closure is released here, unlocked.
+        report.report(.manySubscriptions(name: key.name, count: live, site: _subscriptionSites(key).first))
+    }
+
+    /// Reports that a `Posts` sequence of `name` discarded `count` posts, if diagnostics are on.
+    func _reportDroppedPosts(_ name: String, _ count: Int) {
+        guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics else { return }
+        diagnostics.report(.droppedPosts(name: name, count: count))
+    }
+}
+
+/// What `PostCenter.diagnostics` keeps under its lock: the value, and the levels of
+/// `manySubscriptions` already reported per name.
+struct _DiagnosticsState {
+    var value: PostCenter.Diagnostics?
+    /// For each name reported as having many subscriptions, the highest count reported.
+    /// Forgotten when the name's count falls below half the limit, or with a new `value`.
+    var reported: [String: Int] = [:]
+
+    /// Installs `value`, forgets what was reported, and returns the previous value, for the
+    /// caller to release after unlocking.
+    mutating func replace(_ value: PostCenter.Diagnostics?) -> PostCenter.Diagnostics? {
+        let previous = self.value
+        self.value = value
+        reported = [:]
+        return previous
+    }
+
+    /// Whether `live` subscriptions of `name` is to be reported now; records it if so.
+    ///
+    /// A report is due when `live` is the limit or a power-of-two multiple of it, and above what
+    /// was reported for `name`. A count that was below half the limit before this subscription
+    /// (`live - 1 < limit / 2`) forgets the earlier reports of `name`.
+    mutating func lockedCount(_ name: String, _ live: Int, _ limit: Int) -> Bool {
+        if (live - 1) * 2 < limit {
+            if !reported.isEmpty { reported[name] = nil }
+        }
+        guard live >= limit, live % limit == 0 else { return false }
+        let ratio = live / limit
+        guard ratio & (ratio - 1) == 0, live > reported[name, default: 0] else { return false }
+        reported[name] = live
+        return true
     }
 }

@@ -37,8 +37,9 @@ public final class PostCenter: Sendable {
 
     /// Name tables, each behind its own lock.
     let _stripes: _Stripes
-    /// See `diagnostics`; `_diagnosing` mirrors whether it is set, for a lock-free check.
-    let _diagnostics = _Lock<Diagnostics?>(nil)
+    /// See `diagnostics`; `_diagnosing` mirrors whether it is set (written under the lock), for
+    /// a lock-free check.
+    let _diagnostics = _Lock<_DiagnosticsState>(_DiagnosticsState())
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
@@ -46,42 +47,59 @@ public final class PostCenter: Sendable {
     let _retained = _Lock(_RetainedTable())
     /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
     let _deliveries = _DeliveryTracker()
+    /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
+    let _sequences = _PostsRegistry()
 
     /// Creates an empty center.
     ///
-    /// When the center deinitialises, tokens still alive become inactive and harmless.
+    /// When the center deinitialises, tokens still alive become inactive and harmless, and
+    /// ``Posts`` sequences of it finish after yielding what they buffered.
     public init() {
         _stripes = _Stripes(count: 16)
     }
 
     deinit {
         _detachAll()
+        _sequences.closeAll()
     }
 
     // MARK: Plain names
 
     /// Subscribes `handler` to every post of `name`.
     ///
-    /// With `replay: true` the name's retained post comes first; see <doc:RetainedPosts>.
+    /// ```swift
+    /// token = center.subscribe("login") { post in print("login via", post.flag) }
+    /// ```
+    ///
+    /// > Important: Keep the token. `_ = center.subscribe(…)`, the compiler's fix-it for the
+    /// > unused-result warning, drops it and so cancels at once. The warning is deliberate (the
+    /// > method is not `@discardableResult`): store the token in the object that owns the interest.
+    ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
     ///
     /// - Parameters:
     ///   - name: The name to listen to.
-    ///   - delivery: Where the handler runs; ``Delivery/immediate`` by default.
+    ///   - delivery: Where the handler runs: ``Delivery/immediate`` (the default), `.queue(q)`,
+    ///     or `.mainActor` (which, written literally, picks the overload that takes a
+    ///     `@MainActor` handler).
     ///   - replay: When `true`, the handler first gets the name's retained post, if any, then
     ///     every later post, none twice and none out of order.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)`` and the token's
+    ///     `debugDescription`; leave the default.
+    ///   - line: The call site's line; leave the default.
     ///   - handler: Called with the post's envelope. Held by the center until the token is
     ///     cancelled or deinitialised, then released.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe(
-        _ name: String, delivery: Delivery = .immediate, replay: Bool = false,
-        handler: @escaping @Sendable (PostObject) -> Void
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        if replay {
-            return _addReplaying(
-                _replayableEntry(delivery._executor, handler), PostObject.self, to: _NameKey(name))
-        }
-        return _add(_makeEnvelopeEntry(delivery._executor, handler), to: _NameKey(name))
+        let executor = delivery._executor
+        let entry = replay ? _replayableEntry(executor, handler) : _makeEnvelopeEntry(executor, handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Registers `observer` for `name`, selector style: each post calls
@@ -89,22 +107,38 @@ public final class PostCenter: Sendable {
     ///
     /// The center holds `observer` weakly. Once it deallocates the registration stops: it is not
     /// called, not counted by ``subscriptionCount(for:)``, and its token reports `isActive == false`.
+    /// ``removeObserver(_:)`` ends it too.
     ///
     /// ```swift
     /// token = center.register("login", observer: self, selector: Screen.didLogin)
     /// ```
     ///
-    /// With `replay: true`, the observer first gets the name's retained post, if any (see
-    /// <doc:RetainedPosts>).
+    /// > Warning: For a `@MainActor` observer, pass `delivery: .mainActor`. The compiler cannot
+    /// > catch its absence: an unapplied method reference such as `Screen.didLogin` loses its
+    /// > actor isolation, and a post from another thread would call the method off the main
+    /// > actor. Write `center.register("login", observer: self, delivery: .mainActor,
+    /// > selector: Screen.didLogin)`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to.
+    ///   - observer: The object whose method is called. Held weakly.
+    ///   - delivery: Where the method runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
+    ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    /// - Threading: safe from any thread.
+    /// - Complexity: amortised O(1).
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
-        selector: @escaping (Observer) -> (PostObject) -> Void
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, selector)
-        if replay { return _addReplaying(entry, PostObject.self, to: _NameKey(name)) }
-        return _add(entry, to: _NameKey(name))
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Posts `object` to every subscription of `name`.
@@ -114,6 +148,7 @@ public final class PostCenter: Sendable {
     /// their payload type.
     ///
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler (nested posts run depth-first).
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
         _heard(_post(_NameKey(name), sender: nil) { object }, name)
@@ -122,6 +157,7 @@ public final class PostCenter: Sendable {
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
     ///
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
         _heard(_post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }, name)
@@ -129,40 +165,119 @@ public final class PostCenter: Sendable {
 
     // MARK: Typed topics
 
-    /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`.
+    /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`, on the
+    /// posting thread.
+    ///
+    /// Immediate delivery never hands the payload to another thread, so `Payload` need not be
+    /// `Sendable`. Queued and main-actor delivery (the other overloads) require it.
     ///
     /// With `replay: true`, the handler first gets the name's retained post, if it is a
     /// `Payload`, then every later post, none twice and none out of order (see
-    /// <doc:RetainedPosts>). With ``Delivery/immediate`` the retained payload is delivered on
-    /// the calling thread before `subscribe` returns.
+    /// <doc:RetainedPosts>). The retained payload is delivered on the calling thread before
+    /// `subscribe` returns.
     ///
     /// ```swift
     /// let token = center.subscribe(.battery, replay: true) { level in print(level) }  // 80 at once
     /// ```
     ///
+    /// > Important: Keep the token: `_ = center.subscribe(…)` cancels at once.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
+    ///   - handler: Called with each payload on the posting thread. Held until the token is
+    ///     cancelled or deinitialised.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     public func subscribe<Payload>(
-        _ topic: Topic<Payload>, delivery: Delivery = .immediate, replay: Bool = false,
-        handler: @escaping @Sendable (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        if replay { return _addReplaying(_replayableEntry(delivery._executor, handler), Payload.self, to: topic._key) }
-        return _add(_makeEntry(delivery._executor, handler), to: topic._key)
+        let entry = replay ? _replayableEntry(.immediate, handler) : _makeEntry(.immediate, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
-    /// Registers `observer` for `topic`, selector style, holding it weakly.
+    /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`, with
+    /// any ``Delivery``; the payload may cross threads, so it must be `Sendable`.
     ///
-    /// With `replay: true`, the observer first gets the name's retained post if it is a
-    /// `Payload` (see <doc:RetainedPosts>).
+    /// For `replay: true`, see <doc:RetainedPosts>.
     ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - delivery: Where the handler runs: `.immediate`, `.queue(q)` or `.mainActor`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
+    ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised.
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
+    /// - Complexity: amortised O(1).
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
+    public func subscribe<Payload: Sendable>(
+        _ topic: Topic<Payload>, delivery: Delivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
+    ) -> Subscription {
+        let executor = delivery._executor
+        let entry = replay ? _replayableEntry(executor, handler) : _makeEntry(executor, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// Registers `observer` for `topic`, selector style, holding it weakly, on the posting thread.
+    ///
+    /// See the `register` of a plain name for the rules, including the warning about
+    /// `@MainActor` observers.
+    ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - observer: The object whose method is called. Held weakly.
+    ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
+    ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
+        _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
+        replay: Bool = false, fileID: String = #fileID, line: Int = #line,
         selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
+        let entry = _observerEntry(observer, .immediate, selector)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// Registers `observer` for `topic`, selector style, holding it weakly, with any
+    /// ``Delivery``; the payload may cross threads, so it must be `Sendable`.
+    ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - observer: The object whose method is called. Held weakly.
+    ///   - delivery: Where the method runs.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
+    ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    /// - Threading: safe from any thread.
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
+    public func register<Observer: AnyObject, Payload: Sendable>(
+        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+    ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, selector)
-        if replay { return _addReplaying(entry, Payload.self, to: topic._key) }
-        return _add(entry, to: topic._key)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -171,9 +286,19 @@ public final class PostCenter: Sendable {
     /// name receive a ``PostObject`` whose ``PostObject/payload(as:)`` returns it.
     ///
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
         _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key.name)
+    }
+
+    /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
+    ///
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public func post(_ topic: Topic<Void>) -> Int {
+        _heard(_post(topic._key, (), direct: topic._direct, sender: nil), topic._key.name)
     }
 
     // MARK: Introspection
@@ -184,6 +309,13 @@ public final class PostCenter: Sendable {
     /// - Complexity: O(subscriptions of the name).
     public func subscriptionCount(for name: String) -> Int {
         _reachableCount(_NameKey(name))
+    }
+
+    /// Records the call site in `entry`, then registers it under `key`.
+    @inline(__always)
+    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        return _add(entry, to: key)
     }
 
     /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
@@ -219,15 +351,6 @@ public final class PostCenter: Sendable {
             guard let target else { return false }
             selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true
-        }
-    }
-}
-
-extension Delivery {
-    var _executor: _Executor {
-        switch self {
-        case .immediate: return .immediate
-        case .queue(let queue): return .queue(queue)
         }
     }
 }

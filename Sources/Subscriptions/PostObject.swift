@@ -40,8 +40,9 @@ public final class PostObject: @unchecked Sendable {
     }
 
     /// Wraps the payload of a typed post for plain subscribers: an object payload is held
-    /// weakly like `data`, a value payload is copied.
-    init<Payload>(_typed payload: Payload) {
+    /// weakly like `data`, a value payload is copied. `package`: the Foundation bridge copies
+    /// envelopes with it.
+    package init<Payload>(_typed payload: Payload) {
         self.flag = ""
         let any = payload as Any
         if type(of: any) is AnyClass {

@@ -65,12 +65,15 @@ extension PostCenter {
     ///   - observer: The object to notify. Held weakly.
     ///   - protocolType: The protocol to register for, such as `UserObserver.self`. Observers
     ///     are keyed by this type's identity; see the note on protocol-keyed observers above.
+    ///   - fileID: The call site, recorded for the tokens' `debugDescription`; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Threading: safe from any thread, also inside a ``notify(_:_:)`` body; a `notify` that is
     ///   already running does not call an observer added during it.
     /// - Complexity: amortised O(1).
-    public func addObserver<P>(_ observer: P, for protocolType: P.Type) {
+    public func addObserver<P>(_ observer: P, for protocolType: P.Type, fileID: String = #fileID, line: Int = #line) {
         let object = _requireClassInstance(observer, "addObserver(_:for:)")
-        _ = _protocols.add(observer, object: object, for: ObjectIdentifier(P.self))
+        let site = _CallSites.shared.intern(fileID, line)
+        _ = _protocols.add(observer, object: object, for: ObjectIdentifier(P.self), site: site)
     }
 
     /// Registers `observer` for the protocol `protocolType`, holding it weakly, and returns a
@@ -86,25 +89,29 @@ extension PostCenter {
     /// ``Subscription/isActive`` is `false` once the registration is removed (by any means),
     /// while paused, after the observer deallocated, and after the center deinitialised.
     ///
-    /// If `observer` is already registered for `protocolType` (by ``addObserver(_:for:)`` or
+    /// If `observer` is already registered for `protocolType` (by ``addObserver(_:for:fileID:line:)`` or
     /// another token), the token controls that same registration: there is still one, and
     /// cancelling any of its tokens ends it.
     ///
     /// > Important: Keep the token. Dropping it, for example with `_ = center.observe(...)`,
-    /// > removes the observer at once. Use ``addObserver(_:for:)`` when you do not want a token.
+    /// > removes the observer at once. Use ``addObserver(_:for:fileID:line:)`` when you do not want a token.
     ///
-    /// - Precondition: `observer` is a class instance (see ``addObserver(_:for:)``).
+    /// - Precondition: `observer` is a class instance (see ``addObserver(_:for:fileID:line:)``).
     /// - Parameters:
     ///   - observer: The object to notify. Held weakly; the token does not retain it either, so
     ///     the observer can own its token without a reference cycle.
     ///   - protocolType: The protocol to register for, such as `UserObserver.self`.
+    ///   - fileID: The call site, recorded for the token's `debugDescription`; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: The token owning the registration.
     /// - Threading: safe from any thread; the token may be cancelled from any thread.
     /// - Complexity: amortised O(1).
-    public func observe<P>(_ observer: P, for protocolType: P.Type) -> Subscription {
+    public func observe<P>(
+        _ observer: P, for protocolType: P.Type, fileID: String = #fileID, line: Int = #line
+    ) -> Subscription {
         let object = _requireClassInstance(observer, "observe(_:for:)")
         let key = ObjectIdentifier(P.self)
-        let entry = _protocols.add(observer, object: object, for: key)
+        let entry = _protocols.add(observer, object: object, for: key, site: _CallSites.shared.intern(fileID, line))
         return Subscription(home: _ProtocolHome(registry: _protocols, key: key, entry: entry), entry: nil)
     }
 
@@ -127,16 +134,25 @@ extension PostCenter {
         _protocols.remove(objectID: ObjectIdentifier(object), for: ObjectIdentifier(P.self))
     }
 
-    /// Removes `observer` from every protocol it is registered for.
+    /// Removes every registration of `observer`: its protocol registrations (for every protocol)
+    /// and its selector registrations (every `register(_:observer:…)` overload), on every name.
+    ///
+    /// The tokens of those registrations report ``Subscription/isActive`` `false` from then on;
+    /// cancelling them is harmless. A selector registration's closure is released when its token
+    /// is cancelled or deinitialised, as usual. Queued or main-actor deliveries to the observer
+    /// that have not started yet are dropped.
     ///
     /// Does nothing for an object that is not registered. Calling it from the observer's
     /// `deinit` is allowed but unnecessary: a deallocated observer is never called.
     ///
     /// - Parameter observer: The object to remove.
-    /// - Threading: as ``removeObserver(_:for:)``.
-    /// - Complexity: O(protocols with observers in this center).
+    /// - Threading: as ``removeObserver(_:for:)``: safe from any thread, also inside a handler;
+    ///   it does not wait for a call that another thread has already begun.
+    /// - Complexity: O(protocols with observers in this center + subscriptions in this center):
+    ///   selector registrations are found by scanning, so keep it off hot paths.
     public func removeObserver(_ observer: AnyObject) {
         _protocols.remove(objectID: ObjectIdentifier(observer), for: nil)
+        _removeSelectorRegistrations(of: observer)
     }
 
     /// The observers that a ``notify(_:_:)`` of `protocolType` would call now, in registration

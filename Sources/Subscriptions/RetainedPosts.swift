@@ -109,20 +109,16 @@ extension PostCenter {
     /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
     /// payload is the first buffered element and counts against `bufferingPolicy`.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128), replay: Bool
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
     ) -> Posts<Payload> {
-        let buffer = _PostsBuffer<Payload>(policy: bufferingPolicy._checked())
-        let token = self.subscribe(topic, replay: replay) { payload in buffer.push(payload) }
-        return Posts(_source: _PostsSource(buffer: buffer, token: token))
+        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic, replay: replay) { buffer.push($0) } }
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes that, with `replay: true`,
     /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:)-(Topic<Payload>,_,_)``.
     public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .bufferingNewest(128), replay: Bool
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
     ) -> Posts<PostObject> {
-        let buffer = _PostsBuffer<PostObject>(policy: bufferingPolicy._checked())
-        let token = self.subscribe(name, replay: replay) { post in buffer.push(post) }
-        return Posts(_source: _PostsSource(buffer: buffer, token: token))
+        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, replay: replay) { buffer.push($0) } }
     }
 }

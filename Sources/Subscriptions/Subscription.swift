@@ -63,7 +63,7 @@ public final class Subscription: Hashable, @unchecked Sendable {
     /// > cancel each other's subscriptions deadlock. Where no process-wide fence is available,
     /// > the same holds for a lock that a handler earlier in the delivery order waits for.
     ///
-    /// Tokens from ``PostCenter/observe(_:for:)`` remove a protocol observer and do not wait: a
+    /// Tokens from ``PostCenter/observe(_:for:fileID:line:)`` remove a protocol observer and do not wait: a
     /// `notify` on another thread that already started calling the observer finishes that call.
     ///
     /// Idempotent: a second call does nothing.

@@ -20,6 +20,18 @@ int _subscriptions_process_fence(void) {
     if (s != 1) return 0;
     return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : 0;
 }
+
+int _subscriptions_is_main_thread(void) {
+    return syscall(SYS_gettid) == getpid() ? 1 : 0;
+}
 #else
 int _subscriptions_process_fence(void) { return 0; }
+#endif
+
+#if defined(__APPLE__)
+#include <pthread.h>
+int _subscriptions_is_main_thread(void) { return pthread_main_np() == 1 ? 1 : 0; }
+#elif !defined(__linux__)
+// No portable test elsewhere: only the main queue's marker (checked by the caller) counts.
+int _subscriptions_is_main_thread(void) { return 0; }
 #endif

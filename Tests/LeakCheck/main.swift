@@ -17,6 +17,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsFoundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -248,8 +249,10 @@ extension Style {
             center.post("leak.async", data: Payload(i))
             let done = DispatchSemaphore(value: 0)
             Task {
-                var iterator = sequence.makeAsyncIterator()
-                if let item = await iterator.next(), item.value == i { called() }
+                do {  // the iterator (and with it the subscription) goes before the signal
+                    var iterator = sequence.makeAsyncIterator()
+                    if let item = await iterator.next(), item.value == i { called() }
+                }
                 done.signal()
             }
             done.wait()

@@ -231,9 +231,9 @@ private func take<Element>(_ count: Int, from iterator: inout Posts<Element>.Ite
 
     // MARK: Buffering policy
 
-    @Test func defaultPolicyKeepsTheNewest128Posts() async {
+    @Test func bufferingNewest128KeepsTheNewest128Posts() async {
         let center = PostCenter()
-        let numbers = center.posts(number)
+        let numbers = center.posts(number, bufferingPolicy: .bufferingNewest(128))
         for i in 1...200 { center.post(number, i) }
         center.post(number, -1)
         var iterator = numbers.makeAsyncIterator()

@@ -9,14 +9,17 @@ struct DiagnosticsTests {
         let reports = Mutex<[PostCenter.Diagnostic]>([])
         center.diagnostics = .init(subscriptionLimit: 3) { issue in reports.withLock { $0.append(issue) } }
         var tokens: [Subscription] = []
-        for _ in 0..<13 { tokens.append(center.subscribe("leaky") { _ in }) }
+        tokens.append(center.subscribe("leaky", fileID: "App/Once.swift", line: 3) { _ in })
+        for _ in 0..<12 { tokens.append(center.subscribe("leaky", fileID: "App/Leak.swift", line: 7) { _ in }) }
+        let leak = { (count: Int) in SubscriptionSite(fileID: "App/Leak.swift", line: 7, count: count) }
         #expect(
             reports.withLock { $0 } == [
-                .manySubscriptions(name: "leaky", count: 3),
-                .manySubscriptions(name: "leaky", count: 6),
-                .manySubscriptions(name: "leaky", count: 12),
+                .manySubscriptions(name: "leaky", count: 3, site: leak(2)),
+                .manySubscriptions(name: "leaky", count: 6, site: leak(5)),
+                .manySubscriptions(name: "leaky", count: 12, site: leak(11)),
             ])
         #expect(reports.withLock { $0 }.first?.description.contains("possible leak") == true)
+        #expect(reports.withLock { $0 }.first?.description.contains("most from App/Leak.swift:7 (2)") == true)
         tokens.removeAll()
         #expect(center.subscriptionCount(for: "leaky") == 0)
     }

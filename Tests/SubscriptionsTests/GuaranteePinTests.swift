@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SubscriptionsFoundation
 import Synchronization
 import Testing
 
@@ -32,7 +33,7 @@ struct GuaranteePinTests {
         do {
             let sender = PinSender()
             let token = center.subscribe(to: name, object: sender) { _ in calls.increment() }
-            weakHome = token._home
+            weakHome = (token._home as? _ExternalHome)?.registration
             weakSender = sender
             center.post(name: name, object: sender)
             token.cancel()

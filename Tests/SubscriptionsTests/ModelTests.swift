@@ -156,7 +156,7 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
     case observeProtocol(id: Int, protocol: Int, observer: Int, owned: Bool)
     /// `removeObserver(observer, for: protocol)`.
     case removeProtocolObserver(protocol: Int, observer: Int)
-    /// `removeObserver(observer)`: from every protocol.
+    /// `removeObserver(observer)`: from every protocol and every selector registration.
     case removeObserverEverywhere(observer: Int)
     /// `notify(protocol)`; the body calls the observer, then runs `nested`.
     case notify(protocol: Int, nested: ModelOp?)
@@ -198,7 +198,7 @@ indirect enum ModelOp: Sendable, CustomStringConvertible {
         case .observeProtocol(let id, let p, let o, let owned):
             "observe(observer\(o), for: protocol\(p)) as #\(id)\(owned ? " (observer owns token)" : "")"
         case .removeProtocolObserver(let p, let o): "removeObserver(observer\(o), for: protocol\(p))"
-        case .removeObserverEverywhere(let o): "removeObserver(observer\(o)) from every protocol"
+        case .removeObserverEverywhere(let o): "removeObserver(observer\(o)) everywhere"
         case .notify(let p, let nested): "notify protocol\(p)" + (nested.map { ", body does [\($0)]" } ?? "")
         }
     }
@@ -736,7 +736,7 @@ final class RealSide: @unchecked Sendable {
         }
     }
 
-    func make<Payload>(
+    func make<Payload: Sendable>(
         _ topic: Topic<Payload>, _ style: ModelStyle, _ delivery: ModelDelivery, _ id: Int, _ nested: ModelOp?,
         _ observer: ModelObserver?, _ sender: ModelSender?, _ describe: @escaping @Sendable (Payload) -> String
     ) -> Subscription {
@@ -930,6 +930,11 @@ final class ReferenceModel {
         case .removeObserverEverywhere(let o):
             for p in 0..<ModelGenerator.protocols {
                 if let r = registration(p, o) { registrations[r]!.state = .cancelled }
+            }
+            // Selector registrations of the observer end too.
+            guard let g = observers[o] else { break }
+            for (serial, e) in entries where e.observer?.slot == o && e.observer?.generation == g {
+                if e.state == .active || e.state == .paused { entries[serial]!.state = .cancelled }
             }
         case .notify(let p, let nested):
             // Observers added during the notify are not called by it (a copy); each one is

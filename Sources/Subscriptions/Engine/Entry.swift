@@ -1,6 +1,6 @@
 import Dispatch
-import Foundation
 import Synchronization
+internal import _SubscriptionsShims
 
 /// One registration in a route: its state word and the way to call its handler.
 ///
@@ -12,20 +12,25 @@ class _Entry: @unchecked Sendable {
     // everything else in subclasses is immutable or atomic.
 
     /// Receives posts.
-    static let active: UInt32 = 0
+    static let active: UInt16 = 0
     /// Skipped by posts until resumed.
-    static let paused: UInt32 = 1
+    static let paused: UInt16 = 1
     /// Gone for good; its queued deliveries are dropped.
-    static let cancelled: UInt32 = 2
+    static let cancelled: UInt16 = 2
     /// A one-shot subscription that fired: receives nothing more, but the delivery it won still runs.
-    static let spent: UInt32 = 3
+    static let spent: UInt16 = 3
 
     /// `index` of an entry that is no longer in its route's slot array.
     static let detached = UInt32.max
 
     /// One of the states above. Read without the lock by posts; written under it (or, for
     /// `spent`, claimed with a compare-exchange by the post that wins a one-shot).
-    let state = Atomic<UInt32>(_Entry.active)
+    /// 16 bits, so that `site` fits beside it in the word `state` used to fill alone: an entry
+    /// stays 24 bytes before its subclass's fields (a `_Handler` is a 48-byte malloc block).
+    let state = Atomic<UInt16>(_Entry.active)
+    /// Where it was subscribed: an id of `_CallSites`, 0 when unknown. Written before the entry
+    /// is published to its route, immutable afterwards.
+    @exclusivity(unchecked) var site: UInt16 = 0
     /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
     @exclusivity(unchecked) var index: UInt32 = 0
 
@@ -103,10 +108,14 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
-    weak let observer: AnyObject?
+    weak var observer: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
     let observed: Bool
+    /// The observer's identity at registration, for `removeObserver(_:)`, which must find the
+    /// registrations without loading (retaining) any observer. An address can be reused after the
+    /// observer died, so a match means "this observer or a dead one".
+    let observerID: ObjectIdentifier?
     /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak let sender: AnyObject?
+    weak var sender: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
     let filtered: Bool
     /// Counts the deliveries this entry schedules, for `PostCenter.waitForPendingDeliveries()`;
     /// `nil` for immediate entries, which schedule nothing.
@@ -125,6 +134,7 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         self.once = once
         self.observer = observer
         self.observed = observer != nil
+        self.observerID = observer.map(ObjectIdentifier.init)
         self.sender = sender
         self.filtered = sender != nil
     }
@@ -235,5 +245,5 @@ private let _mainQueueKey: DispatchSpecificKey<UInt8> = {
 
 /// Whether the caller runs on the main actor's executor: the main thread, or the main queue.
 func _isOnMainActor() -> Bool {
-    Thread.isMainThread || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
+    _subscriptions_is_main_thread() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
 }

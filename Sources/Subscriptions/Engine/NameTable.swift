@@ -5,7 +5,7 @@ struct _NameKey: Sendable {
 
     init(_ name: String) {
         self.name = name
-        self.hash = _hashName(name)
+        self.hash = _canonicalNameHash(name)
     }
 }
 
@@ -68,6 +68,11 @@ struct _NameTable: ~Copyable {
             i = (i + 1) & mask
         }
         return nil
+    }
+
+    /// Calls `body` with every route, unretained (valid while the lock is held).
+    func forEachRoute(_ body: (_Route) -> Void) {
+        for case let route? in slots { route._withUnsafeGuaranteedRef(body) }
     }
 
     /// Adds `route`, whose name is not in the table yet.

@@ -29,11 +29,15 @@ func _backoff(_ attempt: Int) {
     }
 }
 
-#if canImport(Darwin)
+#if canImport(Darwin) || SUBSCRIPTIONS_MUTEX_LOCK
     import Synchronization
 
     /// The library's lock: `Mutex` (an `os_unfair_lock` on Apple platforms, which
     /// ThreadSanitizer understands).
+    ///
+    /// Linux builds select this branch with `-Xswiftc -DSUBSCRIPTIONS_MUTEX_LOCK`, so that CI
+    /// compiles and runs the code Apple platforms run (`.ci/run` builds and tests it that way,
+    /// not under ThreadSanitizer, which cannot see a Linux `Mutex`).
     typealias _Lock<State: ~Copyable> = Mutex<State>
 #else
     /// The library's lock on Linux: a `pthread_mutex_t` around the guarded state.

@@ -14,15 +14,17 @@ import Synchronization
 /// **State.** `state` is written only under the registry's lock and read without it by `notify`,
 /// which checks it right before each call.
 final class _ProtocolEntry: @unchecked Sendable {
-    // @unchecked: `object` is a weak reference (the runtime makes its loads atomic) and `image`
-    // is written once in `init` and only read afterwards; `state` is atomic.
+    // @unchecked: `object` is a weak reference written only in `init` (the runtime makes its
+    // loads atomic) and `image` is written once in `init` and only read afterwards; `state` is
+    // atomic.
 
     static let active: UInt8 = 0
     static let paused: UInt8 = 1
     static let removed: UInt8 = 2
 
-    /// The observer. `nil` once it deinitialised (or while its deinit runs).
-    weak let object: AnyObject?
+    /// The observer. `nil` once it deinitialised (or while its deinit runs). Written only in
+    /// `init`: a `weak var` because immutable weak properties need Swift 6.3 (SE-0481).
+    weak var object: AnyObject?
     /// The observer's identity at registration; the key in its list's `byObject`. An address
     /// can be reused after the observer died, so a match means "this observer or a dead one".
     let objectID: ObjectIdentifier
@@ -30,9 +32,14 @@ final class _ProtocolEntry: @unchecked Sendable {
     let state = Atomic<UInt8>(_ProtocolEntry.active)
     /// A non-owning copy of the observer as a `P`, or `nil` when the cast is used instead.
     private let image: UnsafeMutableRawPointer?
+    /// The protocol registered for, and where (an id of `_CallSites`), for `debugDescription`.
+    let protocolType: Any.Type
+    let site: UInt16
 
-    /// Registers `object`, which is `observer` seen as a class instance.
-    init<P>(_ observer: P, object: AnyObject) {
+    /// Registers `object`, which is `observer` seen as a class instance, from call site `site`.
+    init<P>(_ observer: P, object: AnyObject, site: UInt16 = 0) {
+        self.protocolType = P.self
+        self.site = site
         self.object = object
         self.objectID = ObjectIdentifier(object)
         let size = MemoryLayout<P>.size
@@ -78,9 +85,11 @@ final class _ProtocolEntry: @unchecked Sendable {
 ///
 /// `entries` may hold removed entries (state `removed`, counted in `removedCount`) and dead ones
 /// (observer gone, not noticed yet); both are squeezed out lazily: removed ones once they are
-/// half of the array, dead ones when `notify` meets them or when the array reaches `sweepAt`
-/// (twice its live size after the previous sweep), so the array stays within a constant factor of
-/// the live registrations. `notify` iterates a copy-on-write snapshot of `entries`, so
+/// half of the array, dead ones when `notify` meets them or when the array reaches `sweepAt`.
+/// `sweepAt` is twice the array's size after the last compaction or sweep, so it follows the
+/// live registrations down (removals) as well as up: dead slots never pile up to an old peak,
+/// and the array stays within a constant factor of the registrations that were live at its last
+/// compaction, plus those added since. `notify` iterates a copy-on-write snapshot of `entries`, so
 /// compaction never disturbs a notification in progress.
 struct _ProtocolList {
     var entries: ContiguousArray<_ProtocolEntry> = []
@@ -112,6 +121,9 @@ struct _ProtocolList {
     mutating func compact() {
         entries.removeAll { $0.state.load(ordering: .relaxed) == _ProtocolEntry.removed }
         removedCount = 0
+        // Follow the count down too: after a peak, the next sweep comes when the array has
+        // doubled from here, not from the peak.
+        sweepAt = max(8, 2 * entries.count)
     }
 
     /// Removes the entries of dead observers and compacts. Strong references to live observers
@@ -127,7 +139,6 @@ struct _ProtocolList {
             }
         }
         compact()
-        sweepAt = max(8, 2 * entries.count)
     }
 }
 
@@ -144,7 +155,7 @@ final class _ProtocolRegistry: Sendable {
     /// - Returns: The registration, new or existing.
     /// - Complexity: amortised O(1); a sweep for dead observers, O(registrations of `key`),
     ///   happens each time the list doubles.
-    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier) -> _ProtocolEntry {
+    func add<P>(_ observer: P, object: AnyObject, for key: ObjectIdentifier, site: UInt16 = 0) -> _ProtocolEntry {
         var keep: [AnyObject] = []
         let entry = mutex.withLock { lists -> _ProtocolEntry in
             let id = ObjectIdentifier(object)
@@ -155,7 +166,7 @@ final class _ProtocolRegistry: Sendable {
                 if existing.object != nil { return existing }
                 lists[key]?.remove(existing)
             }
-            let entry = _ProtocolEntry(observer, object: object)
+            let entry = _ProtocolEntry(observer, object: object, site: site)
             lists[key, default: _ProtocolList()].append(entry, keeping: &keep)
             return entry
         }
@@ -267,12 +278,13 @@ extension _ProtocolList {
 /// The home of a token made by `PostCenter.observe(_:for:)`: one per token, pointing at the
 /// registration it controls.
 final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
-    // @unchecked: all stored properties are immutable; `registry` is a weak reference (atomic
-    // loads) and the entry's mutable state is atomic and written under the registry's lock.
+    // @unchecked: all stored properties are written only in `init`; `registry` is a weak
+    // reference (atomic loads) and the entry's mutable state is atomic and written under the
+    // registry's lock.
 
     /// Weak, so that a token outliving its center does not keep the registry: it then reads nil
-    /// and the token is inactive and harmless.
-    weak let registry: _ProtocolRegistry?
+    /// and the token is inactive and harmless. Written only in `init` (a `weak var` for Swift 6.2).
+    weak var registry: _ProtocolRegistry?
     let key: ObjectIdentifier
     let entry: _ProtocolEntry
 

@@ -167,6 +167,15 @@ extension PostCenter {
         }
     }
 
+    /// Records the call site in `entry`, then registers it under `key`, replaying the name's
+    /// retained post first when `replay` is set (`entry` is then a `_Slow<Payload>`).
+    func _add<Payload>(
+        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+    ) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        return replay ? _addReplaying(entry, type, to: key) : _add(entry, to: key)
+    }
+
     /// Adds a `replay: true` subscription; see the comment at the top of this file.
     func _addReplaying<Payload>(_ entry: _Entry, _ type: Payload.Type, to key: _NameKey) -> Subscription {
         let entry = unsafeDowncast(entry, to: _Slow<Payload>.self)

@@ -1,5 +1,16 @@
 import Foundation
-import Synchronization
+import Subscriptions
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// The `NotificationCenter` interop of Subscriptions, in a module of its own so that the core
+// `Subscriptions` module (and programs that use only it) never load Foundation.
 
 // MARK: NotificationCenter → Subscription
 
@@ -44,26 +55,25 @@ extension NotificationCenter {
         to name: Notification.Name, object: AnyObject? = nil, queue: OperationQueue? = nil,
         handler: @escaping @Sendable (Notification) -> Void
     ) -> Subscription {
-        let home = _NotificationHome(center: self, handler: handler)
+        let home = _NotificationHome(center: self, name: name, handler: handler)
         let observer = addObserver(forName: name, object: object, queue: queue) { [home] notification in
             home.deliver(notification)
         }
         home.attach(observer)
-        return Subscription(home: home, entry: nil)
+        return Subscription(_external: home)
     }
 }
 
-/// The home of one `NotificationCenter` observer token.
+/// The registration behind one `NotificationCenter` observer token.
 ///
 /// Foundation's `removeObserver` stops future deliveries but (on Linux) does not wait for a block
 /// that is already running, and a block already queued on an `OperationQueue` may still run. So
 /// every delivery goes through ``deliver(_:)``: under the lock it checks that the registration is
-/// live and records the calling thread as running; ``_cancel(_:)`` clears the handler under the
+/// live and records the calling thread as running; ``cancel()`` clears the handler under the
 /// same lock, removes the Foundation observer, then waits until no other thread is running.
-final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
-    // @unchecked: the base class is declared `@unchecked Sendable`; this subclass's own state is
-    // the weak `center`, written only in `init` (weak loads are atomic), and the `_Lock`-protected
-    // `state`.
+final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
+    // @unchecked: the state is the weak `center`, written only in `init` (weak loads are
+    // atomic), the immutable `name`, and the `_Locked` `state`.
 
     typealias Handler = @Sendable (Notification) -> Void
 
@@ -81,12 +91,16 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
     /// Written only in `init`: a `weak var` because immutable weak properties need Swift 6.3
     /// (SE-0481) and the package supports Swift 6.2.
     private(set) weak var center: NotificationCenter?
-    let state: _Lock<State>
+    let name: Notification.Name
+    let state: _Locked<State>
 
-    init(center: NotificationCenter, handler: @escaping Handler) {
+    init(center: NotificationCenter, name: Notification.Name, handler: @escaping Handler) {
         self.center = center
-        self.state = _Lock(State(handler: handler))
+        self.name = name
+        self.state = _Locked(State(handler: handler))
     }
+
+    var debugName: String { name.rawValue.debugDescription }
 
     /// Records Foundation's observer token, or removes it at once if the registration was
     /// cancelled in the meantime (cannot happen before the token exists, but costs nothing).
@@ -117,7 +131,7 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
         }
     }
 
-    override func _cancel(_ token: Subscription) {
+    func cancel() {
         let thread = _currentThreadID()
         let (handler, observer, selfRunning) = state.withLock { s in
             let taken = (s.handler, s.observer, s.running.contains(thread))
@@ -140,13 +154,13 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
         withExtendedLifetime(handler) {}
     }
 
-    override func _setPaused(_ paused: Bool, _ token: Subscription) {
+    func setPaused(_ paused: Bool) {
         state.withLock { s in
             if s.handler != nil { s.paused = paused }
         }
     }
 
-    override func _isActive(_ token: Subscription) -> Bool {
+    var isActive: Bool {
         center != nil && state.withLock { s in s.handler != nil && !s.paused }
     }
 }
@@ -155,7 +169,7 @@ final class _NotificationHome: _SubscriptionHome, @unchecked Sendable {
 
 extension PostObject {
     /// Reads the envelope back from a Foundation notification whose `object` is a ``PostObject``,
-    /// such as one reposted by ``PostCenter/forward(_:to:)-(String,_)``.
+    /// such as one reposted by `PostCenter.forward(_:to:)`.
     ///
     /// ```swift
     /// NotificationCenter.default.subscribe(to: Notification.Name("login")) { notification in
@@ -206,10 +220,14 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to forward; also the notification's name.
     ///   - center: The notification center to post to; held until the token is cancelled.
+    ///   - fileID: The call site, recorded for ``PostCenter/subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: The token that keeps forwarding alive.
-    public func forward(_ name: String, to center: NotificationCenter = .default) -> Subscription {
+    public func forward(
+        _ name: String, to center: NotificationCenter = .default, fileID: String = #fileID, line: Int = #line
+    ) -> Subscription {
         let notificationName = Notification.Name(name)
-        return self.subscribe(name) { post in
+        return self.subscribe(name, fileID: fileID, line: line) { post in
             center.post(name: notificationName, object: post)
         }
     }
@@ -225,12 +243,60 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to forward.
     ///   - center: The notification center to post to; held until the token is cancelled.
+    ///   - fileID: The call site, recorded for ``PostCenter/subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: The token that keeps forwarding alive.
-    public func forward<Payload>(_ topic: Topic<Payload>, to center: NotificationCenter = .default) -> Subscription {
+    public func forward<Payload>(
+        _ topic: Topic<Payload>, to center: NotificationCenter = .default, fileID: String = #fileID,
+        line: Int = #line
+    ) -> Subscription {
         let notificationName = Notification.Name(topic.name)
-        return self.subscribe(topic.name) { post in
+        return self.subscribe(topic.name, fileID: fileID, line: line) { post in
             guard post.payload(as: Payload.self) != nil else { return }
             center.post(name: notificationName, object: post)
         }
+    }
+}
+
+// MARK: Helpers
+
+/// A value behind an `NSLock` (a pthread mutex, which ThreadSanitizer understands).
+final class _Locked<State>: @unchecked Sendable {
+    // @unchecked: `state` is only reached inside `withLock`, while `lock` is held.
+    private let lock = NSLock()
+    private var state: State
+
+    init(_ initial: State) { state = initial }
+
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&state)
+    }
+}
+
+/// Carries a value that Foundation hands back to us opaquely across a `Sendable` boundary.
+struct _UncheckedSendable<Value>: @unchecked Sendable {
+    // @unchecked: only Foundation's observer token, which is only passed back to
+    // `removeObserver` (thread-safe).
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// An integer naming the calling thread, unique among the threads that are alive.
+func _currentThreadID() -> UInt {
+    #if canImport(Darwin)
+        return UInt(bitPattern: pthread_self())
+    #else
+        return UInt(pthread_self())
+    #endif
+}
+
+/// Gives up the processor: a yield, then sleeps of at most a millisecond.
+func _backoff(_ attempt: Int) {
+    if attempt < 16 {
+        sched_yield()
+    } else {
+        usleep(UInt32(min(1000, 20 * (attempt - 15))))
     }
 }

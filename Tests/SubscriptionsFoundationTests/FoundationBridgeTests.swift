@@ -1,5 +1,6 @@
 import Foundation
 import Subscriptions
+import SubscriptionsFoundation
 import Synchronization
 import Testing
 

@@ -1,0 +1,3 @@
+// hiredis, the C client of Redis: Debian's libhiredis-dev, Homebrew's hiredis.
+// Included by its directory so that the default include path finds it on both.
+#include <hiredis/hiredis.h>

@@ -1,0 +1,278 @@
+// RelayBenchmarks: posts per second and one-way latency from one process to another through a
+// RedisRelay, beside `redis-benchmark -t publish` on the same server at the same pipelining.
+//
+//     swift run -c release RelayBenchmarks --port 6379 [--quick] [--pipeline 128]
+//
+// The benchmark starts itself a second time as the receiving process (`--receive`). Each row is
+// the median of several repetitions, interleaved with redis-benchmark's, so that a burst of load
+// on a shared machine hits both. Throughput: N posts as fast as the sender can make them, measured
+// from the first post to the last receipt in the other process. Latency: posts paced at a fixed
+// rate (the relay is not saturated), each carrying its send time (a monotonic clock shared by the
+// processes); p50/p99 of receipt minus send. The receiver checks it got every post, so that no
+// work is optimised away and no drop goes unseen.
+import Foundation
+import Subscriptions
+import SubscriptionsRedis
+
+struct Tick: Codable, Sendable {
+    var seq: Int
+    var sent: UInt64
+}
+
+extension Topic where Payload == Tick {
+    static let tick = Topic("bench.tick")
+}
+
+func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("RelayBenchmarks: \(message)\n".utf8))
+    exit(1)
+}
+
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+func percentile(_ sorted: [UInt64], _ p: Double) -> UInt64 {
+    sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+
+let arguments = CommandLine.arguments
+func option(_ name: String) -> String? {
+    arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+}
+let port = option("--port").flatMap(Int.init) ?? 6379
+let prefix = option("--prefix") ?? "bench:\(UInt32.random(in: 0...UInt32.max)):"
+let pipeline = option("--pipeline").flatMap(Int.init) ?? 128
+let quick = arguments.contains("--quick")
+
+// MARK: Receiving process
+
+/// Collects ticks until a `bench.done` post arrives (sent after the last tick on the same
+/// connection), then prints what it received.
+final class Receiver: @unchecked Sendable {
+    // @unchecked: every member is touched only on the relay's subscriber thread (immediate
+    // handlers of received posts).
+    var received = 0
+    var lastReceipt: UInt64 = 0
+    var latencies: [UInt64] = []
+    var inOrder = true
+
+    func take(_ tick: Tick) {
+        let at = now()
+        if tick.seq != received { inOrder = false }
+        received += 1
+        lastReceipt = at
+        latencies.append(at &- tick.sent)
+    }
+
+    /// A plain post whose flag is its sequence number: no JSON either way.
+    func take(flag: String) {
+        let at = now()
+        if Int(flag) != received { inOrder = false }
+        received += 1
+        lastReceipt = at
+    }
+
+    func report(_ phase: String) {
+        latencies.sort()
+        say(
+            "\(phase) received=\(received) inOrder=\(inOrder) last=\(lastReceipt) "
+                + "p50=\(percentile(latencies, 0.5)) p99=\(percentile(latencies, 0.99)) max=\(latencies.last ?? 0)")
+        received = 0
+        latencies.removeAll(keepingCapacity: true)
+        inOrder = true
+    }
+}
+
+if arguments.contains("--receive") {
+    let center = PostCenter()
+    let relay: RedisRelay
+    do { relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix) } catch {
+        fail("\(error)")
+    }
+    let receiver = Receiver()
+    let finished = DispatchSemaphore(value: 0)
+    let tokens = [
+        relay.relay(.tick), relay.relay("bench.done"), relay.relay("bench.flag"),
+        center.subscribe(.tick) { receiver.take($0) },
+        center.subscribe("bench.flag") { receiver.take(flag: $0.flag) },
+        center.subscribe("bench.done") { post in
+            if post.flag == "exit" { finished.signal() } else { receiver.report(post.flag) }
+        },
+    ]
+    guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
+    say("ready")
+    finished.wait()
+    withExtendedLifetime(tokens) {}
+    exit(0)
+}
+
+// MARK: Sending process
+
+let center = PostCenter()
+var options = RedisRelay.Options()
+options.pipelineDepth = pipeline
+options.maxQueuedPosts = 10_000_000
+let relay: RedisRelay
+do {
+    relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
+} catch {
+    fail("\(error) (start redis-server, or pass --port)")
+}
+let tokens = [relay.relay(.tick), relay.relay("bench.done"), relay.relay("bench.flag")]
+guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("sender: not connected") }
+
+let child = Process()
+child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+if let path = Bundle.main.executablePath { child.executableURL = URL(fileURLWithPath: path) }
+child.arguments = ["--receive", "--port", "\(port)", "--prefix", prefix]
+let childOutput = Pipe()
+child.standardOutput = childOutput
+do { try child.run() } catch { fail("cannot start the receiving process: \(error)") }
+
+/// The next line the receiving process prints (a few short lines in all: read byte by byte).
+func nextLine() -> String {
+    var bytes: [UInt8] = []
+    while true {
+        guard let byte = childOutput.fileHandleForReading.readData(ofLength: 1).first else {
+            fail("the receiving process ended")
+        }
+        if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+        bytes.append(byte)
+    }
+}
+
+func field(_ line: String, _ name: String) -> UInt64 {
+    for part in line.split(separator: " ") where part.hasPrefix(name + "=") {
+        return UInt64(part.dropFirst(name.count + 1)) ?? 0
+    }
+    return 0
+}
+
+guard nextLine() == "ready" else { fail("the receiving process did not start") }
+
+/// Waits until every post so far was acknowledged or dropped, then asks the receiver to report.
+func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped: Int)) -> String {
+    while relay.publishedPosts + relay.droppedPosts - before.published - before.dropped < posted {
+        Thread.sleep(forTimeInterval: 0.0005)
+    }
+    center.post("bench.done", flag: phase)
+    let line = nextLine()
+    let received = Int(field(line, "received"))
+    if received != posted || !line.contains("inOrder=true") {
+        fail("\(phase): the receiver got \(received) of \(posted) posts (\(line))")
+    }
+    return line
+}
+
+/// Posts `count` ticks as fast as possible; posts per second from the first post to the last
+/// receipt, and of the posting loop alone (encoding and queueing on the posting thread).
+func relayThroughput(count: Int) -> (endToEnd: Double, posting: Double) {
+    let before = (relay.publishedPosts, relay.droppedPosts)
+    let start = now()
+    for seq in 0..<count { center.post(.tick, Tick(seq: seq, sent: now())) }
+    let posted = now()
+    let line = finishPhase("throughput", posted: count, before: before)
+    return (Double(count) / (Double(field(line, "last") - start) / 1e9), Double(count) / (Double(posted - start) / 1e9))
+}
+
+/// Posts `count` plain posts (flag only) as fast as possible: the relay's own cost, without JSON.
+func plainThroughput(count: Int) -> Double {
+    let before = (relay.publishedPosts, relay.droppedPosts)
+    let flags = (0..<count).map(String.init)
+    let start = now()
+    for flag in flags { center.post("bench.flag", flag: flag) }
+    let line = finishPhase("plain", posted: count, before: before)
+    return Double(count) / (Double(field(line, "last") - start) / 1e9)
+}
+
+/// Posts `count` ticks at `rate` per second (at most: sleeping is coarse); one-way latency p50
+/// and p99 in microseconds.
+func relayLatency(count: Int, rate: Double) -> (p50: Double, p99: Double) {
+    let before = (relay.publishedPosts, relay.droppedPosts)
+    let interval = UInt64(1e9 / rate)
+    let start = now()
+    for seq in 0..<count {
+        // Sleep, not spin, until the post is due: on a small machine a spinning sender takes
+        // the core that the relay's threads and Redis need, and measures its own interference.
+        let due = start + UInt64(seq) * interval
+        let current = now()
+        if current < due { Thread.sleep(forTimeInterval: Double(due - current) / 1e9) }
+        center.post(.tick, Tick(seq: seq, sent: now()))
+    }
+    let line = finishPhase("latency", posted: count, before: before)
+    return (Double(field(line, "p50")) / 1000, Double(field(line, "p99")) / 1000)
+}
+
+/// redis-benchmark's PUBLISH on the same server: one connection, the same pipelining and message
+/// size, on a channel nobody subscribes to (like `-t publish`, which redis-benchmark has from Redis
+/// 7.2 on; the explicit command works with older ones too). Requests per second.
+func redisBenchmark(count: Int, size: Int) -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [
+        ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
+        "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv", "PUBLISH", prefix + "redis-benchmark",
+        String(repeating: "x", count: size),
+    ]
+    let output = Pipe()
+    process.standardOutput = output
+    do { try process.run() } catch { fail("cannot run redis-benchmark: \(error)") }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    for line in text.split(separator: "\n") where line.hasPrefix("\"PUBLISH") {
+        let columns = line.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        if columns.count > 1, let rate = Double(columns[1]) { return rate }
+    }
+    fail("unexpected redis-benchmark output: \(text)")
+}
+
+let repetitions = quick ? 3 : 7
+let throughputCount = quick ? 100_000 : 500_000
+let latencyCount = quick ? 5_000 : 20_000
+let latencyRate = 10_000.0
+let messageSize = 20 + Array(try! JSONEncoder().encode(Tick(seq: 99_999, sent: now()))).count
+
+_ = relayThroughput(count: throughputCount / 10)  // warm-up: connections, allocator, JIT-free code paths
+var relayRates: [Double] = []
+var postingRates: [Double] = []
+var plainRates: [Double] = []
+var redisRates: [Double] = []
+var p50s: [Double] = []
+var p99s: [Double] = []
+for _ in 0..<repetitions {
+    let throughput = relayThroughput(count: throughputCount)
+    relayRates.append(throughput.endToEnd)
+    postingRates.append(throughput.posting)
+    redisRates.append(redisBenchmark(count: throughputCount, size: messageSize))
+    plainRates.append(plainThroughput(count: throughputCount))
+    let latency = relayLatency(count: latencyCount, rate: latencyRate)
+    p50s.append(latency.p50)
+    p99s.append(latency.p99)
+}
+center.post("bench.done", flag: "exit")
+child.waitUntilExit()
+
+let relayRate = median(relayRates)
+let redisRate = median(redisRates)
+func rate(_ value: Double) -> String { String(format: "%9.0f", value) }
+say(
+    "RelayBenchmarks (\(quick ? "quick" : "full"), medians of \(repetitions); pipelining \(pipeline), ~\(messageSize)-byte messages)"
+)
+say("  relay, process to process:     \(rate(relayRate)) posts/s   (runs: \(relayRates.map { Int($0) }))")
+say("  posting loop alone (sender):   \(rate(median(postingRates))) posts/s")
+say("  relay, plain name (no JSON):   \(rate(median(plainRates))) posts/s   (runs: \(plainRates.map { Int($0) }))")
+say("  redis-benchmark PUBLISH:       \(rate(redisRate)) req/s     (runs: \(redisRates.map { Int($0) }))")
+say(
+    String(
+        format: "  ratio relay / redis-benchmark: %.2f typed (JSON), %.2f plain  (target >= 0.50)",
+        relayRate / redisRate, median(plainRates) / redisRate))
+say(
+    String(
+        format: "  one-way latency at %.0f posts/s: p50 %.0f us, p99 %.0f us  (target p99 < 1000 us; p99 runs: %@)",
+        latencyRate, median(p50s), median(p99s), p99s.map { String(Int($0)) }.joined(separator: ", ")))
+say("  dropped \(relay.droppedPosts), rejected \(relay.rejectedMessages)")
+withExtendedLifetime(tokens) {}

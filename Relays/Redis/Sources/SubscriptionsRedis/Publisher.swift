@@ -1,0 +1,97 @@
+import CHiredis
+
+/// The publisher thread: drains the outbox into `PUBLISH` commands on its own connection.
+///
+/// Pipelined: it appends up to `pipelineDepth` commands ahead of their replies, writes them in one
+/// flush, and reads replies as `poll` reports them, so a post never waits for Redis. A reply
+/// counts the post in `published` (or `dropped` for an error reply). When the connection fails,
+/// every post not yet acknowledged, and every queued one, is counted in `dropped`; posts made
+/// while it reconnects (with exponential backoff) are counted at once.
+func _runPublisher(_ core: _RelayCore, first: _Connection?) {
+    var connection = first
+    var delay = core.options.reconnectDelay.lowerBound
+    while !core.stopping.load(ordering: .acquiring) {
+        guard let live = connection ?? _connect(core) else {
+            _sleep(core.publisherWake, delay)
+            delay = min(delay * 2, core.options.reconnectDelay.upperBound)
+            continue
+        }
+        connection = nil
+        delay = core.options.reconnectDelay.lowerBound
+        core.outbox.withLock { $0.connected = true }
+        core.publisherConnected.store(true, ordering: .releasing)
+        let unacknowledged = _pump(core, live)
+        core.publisherConnected.store(false, ordering: .releasing)
+        let queued = core.outbox.withLock { outbox in
+            outbox.connected = false
+            return outbox.clear()
+        }
+        core.dropped.add(unacknowledged + queued, ordering: .relaxed)
+    }
+}
+
+/// Sends and acknowledges posts until the connection fails, or until the relay stops and the
+/// outbox is drained (for at most `connectTimeout`). Returns how many commands were sent and not
+/// acknowledged.
+private func _pump(_ core: _RelayCore, _ connection: _Connection) -> Int {
+    let depth = core.options.pipelineDepth
+    var inFlight = 0
+    var batch: [_Outgoing] = []
+    batch.reserveCapacity(depth)
+    var deadline: ContinuousClock.Instant?
+    while true {
+        core.outbox.withLock { outbox in
+            outbox.take(upTo: depth - inFlight, into: &batch)
+            if outbox.count == 0 { outbox.writerWaiting = true }
+        }
+        if !batch.isEmpty {
+            for post in batch { connection.appendPublish(post.channel, post.message) }
+            inFlight += batch.count
+            batch.removeAll(keepingCapacity: true)
+            if !connection.flush() { return inFlight }
+        }
+        if core.stopping.load(ordering: .acquiring) {
+            let empty = core.outbox.withLock { $0.count == 0 }
+            if empty && inFlight == 0 { return 0 }
+            let now = ContinuousClock.now
+            if deadline == nil { deadline = now + core.options.connectTimeout }
+            if let deadline, now >= deadline { return inFlight }
+        }
+        let ready = _poll(
+            socket: connection.fd, wake: core.publisherWake,
+            timeoutMilliseconds: core.stopping.load(ordering: .acquiring) ? 10 : -1)
+        if ready.wake { core.publisherWake.drain() }
+        if ready.socket {
+            guard connection.readAvailable() else { return inFlight }
+            var acknowledged = 0
+            var failed = 0
+            while true {
+                let (reply, ok) = connection.nextReply()
+                guard ok else {
+                    core.published.add(acknowledged, ordering: .relaxed)
+                    core.dropped.add(failed, ordering: .relaxed)
+                    return inFlight
+                }
+                guard let reply else { break }
+                if reply.pointee.type == REDIS_REPLY_ERROR { failed += 1 } else { acknowledged += 1 }
+                inFlight -= 1
+                freeReplyObject(reply)
+            }
+            core.published.add(acknowledged, ordering: .relaxed)
+            core.dropped.add(failed, ordering: .relaxed)
+        }
+    }
+}
+
+/// A new connection to the relay's server, or `nil`.
+func _connect(_ core: _RelayCore) -> _Connection? {
+    try? _Connection(host: core.host, port: core.port, timeout: core.options.connectTimeout)
+}
+
+/// Waits `delay`, or less when `wake` is written (the relay stops).
+func _sleep(_ wake: _WakePipe, _ delay: Duration) {
+    let (seconds, attoseconds) = delay.components
+    let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    let ready = _poll(socket: nil, wake: wake, timeoutMilliseconds: Int32(clamping: max(milliseconds, 1)))
+    if ready.wake { wake.drain() }
+}

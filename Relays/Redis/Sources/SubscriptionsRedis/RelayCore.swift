@@ -1,0 +1,197 @@
+import Subscriptions
+import Synchronization
+
+/// The state shared by a ``RedisRelay``, its two threads and the leases its tokens hold.
+///
+/// `Sendable` through its members: counters are atomics, everything mutable sits in a `Mutex`.
+/// The hiredis connections are not here: each belongs to its thread (see `Publisher.swift` and
+/// `Subscriber.swift`).
+final class _RelayCore: Sendable {
+    let host: String
+    let port: Int
+    let prefix: String
+    let options: RedisRelay.Options
+    /// The header of every message this relay publishes (magic and origin id); see `_Wire`.
+    let header: [UInt8]
+
+    let dropped = Atomic<Int>(0)
+    let rejected = Atomic<Int>(0)
+    let published = Atomic<Int>(0)
+    let stopping = Atomic<Bool>(false)
+    let publisherConnected = Atomic<Bool>(false)
+
+    /// Posts waiting for the publisher thread.
+    let outbox: Mutex<_Outbox>
+    /// The relayed channels, and what the subscriber connection confirmed.
+    let channels = Mutex(_Channels())
+    let publisherWake = _WakePipe()
+    let subscriberWake = _WakePipe()
+
+    init(host: String, port: Int, prefix: String, options: RedisRelay.Options, origin: UInt64) {
+        self.host = host
+        self.port = port
+        self.prefix = prefix
+        self.options = options
+        self.header = _Wire.header(origin: origin)
+        self.outbox = Mutex(_Outbox(connected: true))
+    }
+
+    deinit {
+        publisherWake.close()
+        subscriberWake.close()
+    }
+
+    // MARK: Outbound
+
+    /// Queues one message for the publisher thread, or counts it dropped when the publisher is
+    /// disconnected or the queue is full. Never blocks beyond a short lock; never throws.
+    func enqueue(channel: [UInt8], kind: UInt8, body: some Collection<UInt8>) {
+        let message = _Wire.message(header: header, kind: kind, body: body)
+        let limit = options.maxQueuedPosts
+        let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
+            guard outbox.connected, outbox.count < limit else { return (false, false) }
+            outbox.items.append(_Outgoing(channel: channel, message: message))
+            let wake = outbox.writerWaiting
+            outbox.writerWaiting = false
+            return (true, wake)
+        }
+        if !outcome.queued { dropped.add(1, ordering: .relaxed) }
+        if outcome.wake { publisherWake.wake() }
+    }
+
+    // MARK: Inbound
+
+    /// Records `inbound` for `name`'s channel and asks the subscriber thread to subscribe.
+    func bind(_ name: String, _ inbound: _Inbound, owner: RedisRelay) -> _Lease {
+        let channel = prefix + name
+        let taken = channels.withLock { channels -> Bool in
+            if channels.bindings[channel] != nil { return true }
+            channels.bindings[channel] = inbound
+            return false
+        }
+        if taken {
+            fatalError(
+                "RedisRelay.relay(\"\(name)\"): this relay already relays \"\(name)\"; keep the first token "
+                    + "(relaying a name twice would publish every post twice)")
+        }
+        subscriberWake.wake()
+        return _Lease(core: self, channel: channel, inbound: inbound, owner: owner)
+    }
+
+    /// Forgets `inbound` (if it is still the binding of `channel`) and asks the subscriber thread
+    /// to unsubscribe. The binding is released after unlocking.
+    func unbind(_ channel: String, _ inbound: _Inbound) {
+        let removed = channels.withLock { channels -> _Inbound? in
+            guard channels.bindings[channel] === inbound else { return nil }
+            return channels.bindings.removeValue(forKey: channel)
+        }
+        if removed != nil { subscriberWake.wake() }
+    }
+
+    /// Whether the publisher is connected and every relayed channel's subscription is confirmed.
+    var isReady: Bool {
+        publisherConnected.load(ordering: .acquiring)
+            && channels.withLock { channels in
+                channels.connected && channels.bindings.keys.allSatisfy { channels.confirmed.contains($0) }
+            }
+    }
+}
+
+/// A post on its way to Redis.
+struct _Outgoing: Sendable {
+    let channel: [UInt8]
+    let message: [UInt8]
+}
+
+/// The publisher's queue: a FIFO array with a head index, compacted when drained.
+struct _Outbox: Sendable {
+    var items: [_Outgoing] = []
+    var head = 0
+    /// Whether posts are accepted: `false` while the publisher is reconnecting.
+    var connected: Bool
+    /// Set by the publisher thread before it sleeps in `poll` with nothing to send; the next
+    /// poster clears it and wakes the thread.
+    var writerWaiting = false
+
+    init(connected: Bool) { self.connected = connected }
+
+    var count: Int { items.count - head }
+
+    /// Moves up to `limit` posts, oldest first, into `batch`.
+    mutating func take(upTo limit: Int, into batch: inout [_Outgoing]) {
+        let end = head + Swift.min(limit, count)
+        batch.append(contentsOf: items[head..<end])
+        head = end
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 4096 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// Empties the queue, returning how many posts it held.
+    mutating func clear() -> Int {
+        let dropped = count
+        items.removeAll()
+        head = 0
+        return dropped
+    }
+}
+
+/// The relayed channels (full names, prefix included) and the subscriber connection's state.
+struct _Channels: Sendable {
+    var bindings: [String: _Inbound] = [:]
+    var connected = false
+    /// Channels whose `SUBSCRIBE` the current connection confirmed.
+    var confirmed: Set<String> = []
+}
+
+/// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`,
+/// called on the subscriber thread only.
+final class _Inbound: Sendable {
+    /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
+    let kind: UInt8
+    /// Decodes the body and posts it; `false` when the body is malformed.
+    let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
+
+    init(kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
+        self.kind = kind
+        self.deliver = deliver
+    }
+
+    /// This binding's identity, set as the thread marker while it posts on the center.
+    var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+}
+
+/// What the relay's local handler for a name holds: when the center releases the handler (the
+/// token was cancelled or dropped), the lease deinitialises and unbinds the channel, which stops
+/// the inbound direction too. It also keeps the relay (and so its threads) alive while the token
+/// lives.
+final class _Lease: Sendable {
+    let core: _RelayCore
+    let channel: String
+    let channelBytes: [UInt8]
+    let inbound: _Inbound
+    /// The relay, kept alive while this token lives.
+    let owner: RedisRelay
+
+    init(core: _RelayCore, channel: String, inbound: _Inbound, owner: RedisRelay) {
+        self.core = core
+        self.channel = channel
+        self.channelBytes = Array(channel.utf8)
+        self.inbound = inbound
+        self.owner = owner
+    }
+
+    deinit { core.unbind(channel, inbound) }
+
+    /// Whether the current post is this channel's own inbound message, being posted by the
+    /// subscriber thread: publishing it would echo it back to Redis.
+    var isInbound: Bool { _ThreadMarker.current == inbound.marker }
+
+    func send(kind: UInt8, body: some Collection<UInt8>) {
+        core.enqueue(channel: channelBytes, kind: kind, body: body)
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Subscriptions
+import Testing
+
+@testable import SubscriptionsRedis
+
+@Suite("Faults: unreachable, restarted and foreign servers")
+struct FaultTests {
+    @Test func anUnreachableServerThrowsAnErrorNamingTheAddress() {
+        let port = freePort()
+        #expect {
+            _ = try RedisRelay(center: PostCenter(), host: "127.0.0.1", port: port)
+        } throws: { error in
+            guard case RedisRelayError.unreachable(let host, let errorPort, let reason) = error else { return false }
+            let text = "\(error)"
+            return host == "127.0.0.1" && errorPort == port && !reason.isEmpty
+                && text.contains("127.0.0.1:\(port)") && text.contains("cannot reach Redis")
+        }
+    }
+
+    @Test func theRelayRecoversFromAServerRestartAndCountsWhatItDropped() throws {
+        let server = try RedisServer()
+        let pair = try Pair(port: server.port, prefix: uniquePrefix())
+        let tokens = [pair.relayA.relay(.chat), pair.relayB.relay(.chat)]
+        let atB = Collector<Int>()
+        let local = pair.b.subscribe(.chat) { atB.append($0.seq) }
+        #expect(pair.waitUntilReady())
+
+        for seq in 0..<50 { pair.a.post(.chat, Message(seq: seq, text: "before")) }
+        #expect(eventually { atB.count == 50 && pair.relayA.publishedPosts == 50 })
+
+        server.stop()
+        // Posting while the server is gone neither blocks nor throws; every one of these is dropped.
+        for seq in 50..<70 { pair.a.post(.chat, Message(seq: seq, text: "while down")) }
+        #expect(eventually { pair.relayA.droppedPosts == 20 })
+
+        try server.start()
+        #expect(pair.waitUntilReady())
+        for seq in 70..<120 { pair.a.post(.chat, Message(seq: seq, text: "after")) }
+
+        #expect(eventually { atB.count >= 100 })
+        #expect(atB.values == Array(0..<50) + Array(70..<120))
+        #expect(pair.relayA.droppedPosts == 20)
+        #expect(pair.relayA.publishedPosts == 100)
+        #expect(pair.relayB.rejectedMessages == 0)
+        withExtendedLifetime((tokens, local)) {}
+    }
+
+    @Test func malformedAndForeignMessagesAreCountedAndSkipped() throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let center = PostCenter()
+        let relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix)
+        let tokens = [relay.relay(.chat), relay.relay("theme")]
+        let chats = Collector<Message>()
+        let themes = Collector<String>()
+        let locals = [
+            center.subscribe(.chat) { chats.append($0) }, center.subscribe("theme") { themes.append($0.flag) },
+        ]
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+
+        let other = Array("SR1".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+        let garbage: [[UInt8]] = [
+            [],  // empty
+            Array("hello".utf8),  // not from a relay
+            Array("SR1zzzzzzzzzzzzzzzzt{}".utf8),  // origin is not hex
+            other + Array("t{not json".utf8),  // body does not decode
+            other + Array("t{\"seq\":\"one\",\"text\":\"\"}".utf8),  // wrong field type
+            other + Array("x{}".utf8),  // unknown kind
+            other + Array("pdark".utf8),  // a plain post on a typed channel
+            [0xFF, 0x00, 0xFE, 0x80, 0x01],  // binary noise
+        ]
+        try publishRaw(port: port, channel: prefix + "chat", garbage)
+        try publishRaw(port: port, channel: prefix + "theme", [other + [UInt8(ascii: "p"), 0xFF, 0xFE]])  // not UTF-8
+        // Then one good post of each kind: once they arrive, every message before them was handled.
+        try publishRaw(port: port, channel: prefix + "chat", [other + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8)])
+        try publishRaw(port: port, channel: prefix + "theme", [other + Array("plight".utf8)])
+
+        #expect(eventually { chats.count >= 1 && themes.count >= 1 })
+        #expect(chats.values == [Message(seq: 1, text: "ok")])
+        #expect(themes.values == ["light"])
+        #expect(relay.rejectedMessages == garbage.count + 1)
+        withExtendedLifetime((tokens, locals)) {}
+    }
+}

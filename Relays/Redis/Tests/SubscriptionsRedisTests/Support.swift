@@ -1,0 +1,145 @@
+import CHiredis
+import Foundation
+import Subscriptions
+import Synchronization
+import Testing
+
+@testable import SubscriptionsRedis
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The payload of the typed topics of these tests (and of `RelayPeer`, which declares the same).
+struct Message: Codable, Sendable, Equatable {
+    var seq: Int
+    var text: String
+}
+
+extension Topic where Payload == Message {
+    static let chat = Topic("chat")
+    static let reply = Topic("reply")
+}
+
+/// Collects what handlers receive, from any thread.
+final class Collector<Element: Sendable>: Sendable {
+    private let items = Mutex<[Element]>([])
+
+    func append(_ item: Element) { items.withLock { $0.append(item) } }
+    var values: [Element] { items.withLock { $0 } }
+    var count: Int { items.withLock { $0.count } }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; the caller asserts on the result. Bounds a
+/// wait for another thread or process; asserts nothing about time.
+func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        Thread.sleep(forTimeInterval: 0.002)
+    }
+    return true
+}
+
+/// A channel prefix of its own for each test, so that tests sharing a server do not meet.
+func uniquePrefix(_ test: String = #function) -> String {
+    "test:\(test.prefix { $0 != "(" }):\(UInt32.random(in: 0...UInt32.max)):"
+}
+
+/// Options for fast recovery in tests.
+var fastOptions: RedisRelay.Options {
+    var options = RedisRelay.Options()
+    options.reconnectDelay = .milliseconds(10) ... .milliseconds(200)
+    return options
+}
+
+/// A loopback port nobody listens on (bound then released).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { _ = close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+            _ = bind(fd, address, length)
+            return getsockname(fd, address, &length)
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A `redis-server` child process on a loopback port: no persistence, killed by `stop()` or at exit.
+final class RedisServer: @unchecked Sendable {
+    // @unchecked: `process` is read and written under `lock` only.
+    let port: Int
+    private let lock = NSLock()
+    private var process: Process?
+
+    init(port: Int = freePort()) throws {
+        self.port = port
+        try start()
+    }
+
+    /// The server the relay check script started (`RELAY_REDIS_PORT`), or one of this process's.
+    static let shared: Int = {
+        if let port = ProcessInfo.processInfo.environment["RELAY_REDIS_PORT"].flatMap(Int.init) { return port }
+        let server = try! RedisServer()
+        sharedServer.withLock { $0 = server }
+        atexit { RedisServer.sharedServer.withLock { $0?.stop() } }
+        return server.port
+    }()
+    private static let sharedServer = Mutex<RedisServer?>(nil)
+
+    /// Starts the server (again) and waits until it accepts connections.
+    func start() throws {
+        let process = Process()
+        let binary = ProcessInfo.processInfo.environment["REDIS_SERVER"] ?? "redis-server"
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            binary, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--loglevel", "warning",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        lock.withLock { self.process = process }
+        let up = eventually(timeout: .seconds(10)) {
+            (try? _Connection(host: "127.0.0.1", port: port, timeout: .milliseconds(200))) != nil
+        }
+        if !up { throw ServerError.didNotStart(port) }
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to the clients) and waits for it to exit.
+    func stop() {
+        let taken = lock.withLock { () -> Process? in
+            defer { process = nil }
+            return process
+        }
+        guard let process = taken else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+
+    enum ServerError: Error { case didNotStart(Int) }
+}
+
+/// Publishes raw bytes on a channel with a plain hiredis connection, as a foreign client would.
+func publishRaw(port: Int, channel: String, _ messages: [[UInt8]]) throws {
+    let connection = try _Connection(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    for message in messages { connection.appendPublish(Array(channel.utf8), message) }
+    #expect(connection.flush())
+    var replies = 0
+    while replies < messages.count {
+        #expect(connection.readAvailable())
+        while case (let reply?, true) = connection.nextReply() {
+            freeReplyObject(reply)
+            replies += 1
+        }
+    }
+}

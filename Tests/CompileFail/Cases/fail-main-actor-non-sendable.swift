@@ -1,0 +1,16 @@
+// expect: Sendable
+// Main-actor delivery hands the payload to the main thread.
+import Dispatch
+import Subscriptions
+
+/// Not `Sendable`: a mutable class.
+final class Counted {
+    var value = 0
+}
+
+let center = PostCenter()
+let counted = Topic<Counted>("counted")
+let queue = DispatchQueue(label: "q")
+
+let token = center.subscribe(counted, delivery: .mainActor) { $0.value += 1 }
+withExtendedLifetime(token) {}

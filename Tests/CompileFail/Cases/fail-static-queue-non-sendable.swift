@@ -1,0 +1,16 @@
+// expect: Sendable
+// The default center's statics follow the same rule.
+import Dispatch
+import Subscriptions
+
+/// Not `Sendable`: a mutable class.
+final class Counted {
+    var value = 0
+}
+
+let center = PostCenter()
+let counted = Topic<Counted>("counted")
+let queue = DispatchQueue(label: "q")
+
+let token = PostCenter.subscribe(counted, delivery: .queue(queue)) { $0.value += 1 }
+withExtendedLifetime(token) {}

@@ -1,0 +1,37 @@
+// The control: everything the failing cases do, written the way that compiles. If this case
+// fails, the setup is broken, not the rules.
+import Dispatch
+import Subscriptions
+
+/// Not `Sendable`: a mutable class.
+final class Counted {
+    var value = 0
+}
+
+let center = PostCenter()
+let counted = Topic<Counted>("counted")
+let queue = DispatchQueue(label: "q")
+
+final class Screen {
+    func didCount(_ counted: Counted) {}
+}
+@MainActor final class Panel {
+    var title = ""
+    var token: Subscription?
+    func start(_ center: PostCenter) {
+        token = center.subscribe("login", delivery: .mainActor) { [weak self] post in self?.title = post.flag }
+    }
+}
+let screen = Screen()
+let tokens = [
+    center.subscribe(counted) { $0.value += 1 },
+    center.subscribe(counted, delivery: .immediate) { $0.value += 1 },
+    center.subscribeOnce(counted) { $0.value += 1 },
+    center.register(counted, observer: screen, selector: Screen.didCount),
+    center.subscribe(Topic<Int>("n"), delivery: .queue(queue)) { _ in },
+    center.subscribe(Topic<Int>("n"), delivery: .mainActor) { _ in },
+    PostCenter.subscribe(counted) { $0.value += 1 },
+]
+Panel().start(center)
+center.post(counted, Counted())
+withExtendedLifetime(tokens) {}

@@ -1,0 +1,143 @@
+import Foundation
+import Subscriptions
+import SubscriptionsTestKit
+import Testing
+
+extension Topic where Payload == Int {
+    fileprivate static let battery = Topic("battery")
+}
+
+/// Code under test: posts the battery level.
+private final class Battery: Sendable {
+    let center: PostCenter
+    init(center: PostCenter) { self.center = center }
+
+    func charge(from level: Int, steps: Int) {
+        for step in 0..<steps { center.post(.battery, level + step) }
+    }
+}
+
+@Suite("PostRecorder", .timeLimit(.minutes(1)))
+struct PostRecorderTests {
+    @Test func recordsTopicPayloadsOnThePostingThreadInPostOrder() {
+        let center = PostCenter()
+        center.post(.battery, 1)  // before the recorder: not recorded
+        let recorder = PostRecorder(.battery, in: center)
+        Battery(center: center).charge(from: 80, steps: 2)
+        // Recorded before `post` returned, on this thread.
+        #expect(recorder.payloads == [80, 81])
+        #expect(recorder.count == 2)
+    }
+
+    @Test func theNameInitialiserRecordsEnvelopes() {
+        let center = PostCenter()
+        let recorder = PostRecorder("login", in: center)
+        center.post("login", flag: "sso")
+        center.post("login", flag: "password")
+        #expect(recorder.payloads.map(\.flag) == ["sso", "password"])
+    }
+
+    @Test func waitForCountResumesWhenTheNthPostArrivesFromAnotherThread() async throws {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        let poster = Task.detached { Battery(center: center).charge(from: 10, steps: 3) }
+        try await recorder.waitForCount(3, timeout: .seconds(30))
+        #expect(recorder.count >= 3)
+        await poster.value
+        #expect(recorder.payloads == [10, 11, 12])
+    }
+
+    @Test func waitForCountReturnsAtOnceWhenTheCountWasReached() async throws {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        center.post(.battery, 5)
+        try await recorder.waitForCount(1, timeout: .seconds(30))
+        try await recorder.waitForCount(0, timeout: .seconds(30))
+        #expect(recorder.payloads == [5])
+    }
+
+    @Test func severalTasksWaitForDifferentCounts() async throws {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        async let first: Void = recorder.waitForCount(1, timeout: .seconds(30))
+        async let third: Void = recorder.waitForCount(3, timeout: .seconds(30))
+        for level in 0..<3 { center.post(.battery, level) }
+        try await first
+        try await third
+        #expect(recorder.count == 3)
+    }
+
+    @Test func aTimeoutNamesTheTopicTheCountWantedAndTheCountReceived() async {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        center.post(.battery, 80)
+        let error = await #expect(throws: PostRecorderTimeout.self) {
+            try await recorder.waitForCount(2, timeout: .milliseconds(20))
+        }
+        #expect(error?.wanted == 2)
+        #expect(error?.received == 1)
+        let text = error?.description ?? ""
+        #expect(text.contains("topic \"battery\""), "\(text)")
+        #expect(text.contains("for 2 posts"), "\(text)")
+        #expect(text.contains("received 1"), "\(text)")
+        #expect(text.contains("PostRecorderTests.swift"), "\(text)")
+    }
+
+    @Test func aTimeoutOfANameRecorderNamesTheName() async {
+        let center = PostCenter()
+        let recorder = PostRecorder("login", in: center)
+        let error = await #expect(throws: PostRecorderTimeout.self) {
+            try await recorder.waitForCount(1, timeout: .milliseconds(20))
+        }
+        let text = error?.description ?? ""
+        #expect(text.contains("name \"login\""), "\(text)")
+        #expect(text.contains("for 1 post,"), "\(text)")
+        #expect(text.contains("received 0"), "\(text)")
+    }
+
+    @Test func cancellingTheWaitingTaskThrowsCancellationError() async {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        let waiter = Task { try await recorder.waitForCount(1, timeout: .seconds(30)) }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(recorder.count == 0)
+    }
+
+    @Test func cancelStopsRecordingAndKeepsWhatWasRecorded() {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        center.post(.battery, 1)
+        recorder.cancel()
+        #expect(center.post(.battery, 2) == 0)
+        #expect(recorder.payloads == [1])
+    }
+
+    @Test func droppingTheRecorderUnsubscribes() {
+        let center = PostCenter()
+        var recorder: PostRecorder<Int>? = PostRecorder(.battery, in: center)
+        #expect(center.subscriptionCount(for: "battery") == 1)
+        #expect(recorder?.count == 0)
+        recorder = nil
+        #expect(center.subscriptionCount(for: "battery") == 0)
+    }
+
+    @Test func postsFromSeveralThreadsAreAllRecordedEachThreadInOrder() async throws {
+        let center = PostCenter()
+        let topic = Topic<[Int]>("pairs")
+        let recorder = PostRecorder(topic, in: center)
+        let threads = 4
+        let perThread = 1_000
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<threads {
+                group.addTask { for i in 0..<perThread { center.post(topic, [t, i]) } }
+            }
+        }
+        try await recorder.waitForCount(threads * perThread, timeout: .seconds(30))
+        let payloads = recorder.payloads
+        #expect(payloads.count == threads * perThread)
+        for t in 0..<threads {
+            #expect(payloads.filter { $0[0] == t }.map { $0[1] } == Array(0..<perThread))
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Subscriptions
+import Testing
+
+private protocol SiteObserver: AnyObject {
+    func ping()
+}
+
+private final class SitePinger: SiteObserver {
+    func ping() {}
+}
+
+private final class SiteOwner {
+    func handle(_ post: PostObject) {}
+}
+
+@Suite("Who subscribed where")
+struct CallSiteTests {
+    @Test func debugDescriptionNamesTheNameTheCallSiteAndTheState() {
+        let center = PostCenter()
+        let line = #line + 1
+        let token = center.subscribe("login") { _ in }
+        let site = "SubscriptionsTests/CallSiteTests.swift:\(line)"
+        #expect(String(reflecting: token) == "Subscription(\"login\", \(site), active)")
+        token.pause()
+        #expect(String(reflecting: token) == "Subscription(\"login\", \(site), paused)")
+        token.resume()
+        #expect(String(reflecting: token) == "Subscription(\"login\", \(site), active)")
+        token.cancel()
+        #expect(String(reflecting: token) == "Subscription(\"login\", cancelled)")
+    }
+
+    @Test func everySubscribingMethodRecordsTheCallSitePassedToIt() {
+        let center = PostCenter()
+        let topic = Topic<Int>("count")
+        let owner = SiteOwner()
+        let tokens = [
+            center.subscribe("a", fileID: "App/A.swift", line: 1) { _ in },
+            center.subscribe(topic, fileID: "App/B.swift", line: 2) { _ in },
+            center.subscribe(topic, delivery: .queue(.main), fileID: "App/C.swift", line: 3) { _ in },
+            center.subscribeOnce("a", fileID: "App/D.swift", line: 4) { _ in },
+            center.subscribe("a", from: owner, fileID: "App/E.swift", line: 5) { _ in },
+            center.register("a", observer: owner, fileID: "App/F.swift", line: 6, selector: SiteOwner.handle),
+            PostCenter.subscribe("a", fileID: "App/G.swift", line: 7) { _ in },
+        ]
+        #expect(
+            tokens.map { String(reflecting: $0) } == [
+                "Subscription(\"a\", App/A.swift:1, active)",
+                "Subscription(\"count\", App/B.swift:2, active)",
+                "Subscription(\"count\", App/C.swift:3, active)",
+                "Subscription(\"a\", App/D.swift:4, active)",
+                "Subscription(\"a\", App/E.swift:5, active)",
+                "Subscription(\"a\", App/F.swift:6, active)",
+                "Subscription(\"a\", App/G.swift:7, active)",
+            ])
+        withExtendedLifetime(owner) {}
+    }
+
+    @Test func protocolObserverTokenNamesTheProtocolAndItsCallSite() {
+        let center = PostCenter()
+        let pinger = SitePinger()
+        let token = center.observe(pinger, for: SiteObserver.self, fileID: "App/P.swift", line: 9)
+        #expect(String(reflecting: token) == "Subscription(SiteObserver, App/P.swift:9, active)")
+        center.removeObserver(pinger)
+        #expect(String(reflecting: token) == "Subscription(SiteObserver, App/P.swift:9, cancelled)")
+    }
+
+    @Test func subscriptionSitesListsOneSitePerCallSiteBusiestFirst() {
+        let center = PostCenter()
+        var tokens: [Subscription] = []
+        for _ in 0..<3 { tokens.append(center.subscribe("login", fileID: "App/Busy.swift", line: 20) { _ in }) }
+        tokens.append(center.subscribe(Topic<Int>("login"), fileID: "App/Once.swift", line: 5) { _ in })
+        for _ in 0..<2 { tokens.append(center.subscribe("login", fileID: "App/Two.swift", line: 7) { _ in }) }
+        tokens.append(center.subscribe("other", fileID: "App/Other.swift", line: 1) { _ in })
+        #expect(
+            center.subscriptionSites(for: "login") == [
+                SubscriptionSite(fileID: "App/Busy.swift", line: 20, count: 3),
+                SubscriptionSite(fileID: "App/Two.swift", line: 7, count: 2),
+                SubscriptionSite(fileID: "App/Once.swift", line: 5, count: 1),
+            ])
+        tokens[0].cancel()
+        tokens[1].pause()  // paused subscriptions are still live
+        tokens[4].cancel()
+        #expect(
+            center.subscriptionSites(for: "login") == [
+                SubscriptionSite(fileID: "App/Busy.swift", line: 20, count: 2),
+                SubscriptionSite(fileID: "App/Once.swift", line: 5, count: 1),
+                SubscriptionSite(fileID: "App/Two.swift", line: 7, count: 1),
+            ])
+        #expect(center.subscriptionSites(for: "nobody").isEmpty)
+        #expect(
+            SubscriptionSite(fileID: "App/Busy.swift", line: 20, count: 2).description
+                == "App/Busy.swift:20 (2 subscriptions)")
+        withExtendedLifetime(tokens) {}
+    }
+
+    @Test func subscriptionSitesLeaveOutRegistrationsWhoseObserverDeallocated() {
+        let center = PostCenter()
+        var owner: SiteOwner? = SiteOwner()
+        let token = center.register(
+            "login", observer: owner!, fileID: "App/Gone.swift", line: 3, selector: SiteOwner.handle)
+        #expect(
+            center.subscriptionSites(for: "login") == [SubscriptionSite(fileID: "App/Gone.swift", line: 3, count: 1)])
+        owner = nil
+        #expect(center.subscriptionSites(for: "login").isEmpty)
+        #expect(String(reflecting: token) == "Subscription(\"login\", App/Gone.swift:3, cancelled)")
+    }
+}
