@@ -60,3 +60,21 @@ struct UnheardPostTests {
         #expect(reports.values.isEmpty)
     }
 }
+
+@Suite("Diagnostics: unheard posts of every post overload")
+struct UnheardPostOverloadTests {
+    @Test func flagDataSenderAndVoidPostsThatReachNobodyAreReported() {
+        let center = PostCenter()
+        let reports = Recorder<PostCenter.Diagnostic>()
+        center.diagnostics = .init(reportsUnheardPosts: true) { reports.append($0) }
+        let sender = Tracked()
+        center.post("nobody.flag", flag: "x", from: sender)
+        center.post(Topic<Void>("nobody.void"))
+        center.post(Topic<Void>("nobody.void.from"), from: sender)
+        #expect(
+            reports.values == [
+                .unheardPost(name: "nobody.flag"), .unheardPost(name: "nobody.void"),
+                .unheardPost(name: "nobody.void.from"),
+            ])
+    }
+}
