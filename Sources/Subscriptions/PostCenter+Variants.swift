@@ -68,7 +68,8 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject) -> Int {
-        _heard(_post(_NameKey(name), sender: sender) { object }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { object }, key)
     }
 
     /// Posts `payload` to `topic` on behalf of `sender`.
@@ -77,7 +78,7 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key.name)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key)
     }
 
     // MARK: Main actor

@@ -116,7 +116,8 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
-        _heard(_post(_NameKey(name), sender: nil) { object }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -124,7 +125,8 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
-        _heard(_post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { PostObject(flag: flag, data: data) }, key)
     }
 
     // MARK: Typed topics
@@ -173,7 +175,7 @@ public final class PostCenter: Sendable {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key.name)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key)
     }
 
     // MARK: Introspection
