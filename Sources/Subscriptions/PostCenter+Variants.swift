@@ -236,7 +236,8 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject) -> Int {
-        _heard(_post(_NameKey(name), sender: sender) { object }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` (held weakly) to `name` on behalf of
@@ -247,7 +248,8 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject) -> Int {
-        _heard(_post(_NameKey(name), sender: sender) { PostObject(flag: flag, data: data) }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
     }
 
     /// Posts `payload` to `topic` on behalf of `sender`.
@@ -257,7 +259,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key.name)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload on behalf of `sender`: `center.post(.logout, from: self)`.
@@ -266,7 +268,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, sender: sender), topic._key.name)
+        _heard(_post(topic._key, (), direct: topic._direct, sender: sender), topic._key)
     }
 
     // MARK: Main actor

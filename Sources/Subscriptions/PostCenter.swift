@@ -151,7 +151,8 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler (nested posts run depth-first).
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
-        _heard(_post(_NameKey(name), sender: nil) { object }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -160,7 +161,8 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
-        _heard(_post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }, name)
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { PostObject(flag: flag, data: data) }, key)
     }
 
     // MARK: Typed topics
@@ -289,7 +291,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key.name)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -298,7 +300,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, sender: nil), topic._key.name)
+        _heard(_post(topic._key, (), direct: topic._direct, sender: nil), topic._key)
     }
 
     // MARK: Introspection

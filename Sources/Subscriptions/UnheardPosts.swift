@@ -2,8 +2,8 @@ extension PostCenter {
     /// Passes a post's delivery count through, reporting ``Diagnostic/unheardPost(name:)`` when it
     /// is 0 and diagnostics ask for it. A post that reached somebody pays one compare.
     @inline(__always)
-    func _heard(_ delivered: Int, _ name: @autoclosure () -> String) -> Int {
-        if delivered == 0 && _diagnosing.load(ordering: .relaxed) { _reportUnheard(name()) }
+    func _heard(_ delivered: Int, _ key: borrowing _NameKey) -> Int {
+        if delivered == 0 && _diagnosing.load(ordering: .relaxed) { _reportUnheard(key.name) }
         return delivered
     }
 
