@@ -19,7 +19,8 @@ extension PostCenter {
     /// Deliveries scheduled after the call (also by handlers that run meanwhile) do not hold it
     /// up, so a steady stream of posts cannot keep it waiting. Handlers that run synchronously
     /// (``Delivery/immediate``, and main-actor handlers posted on the main thread) are done when
-    /// `post` returns and are not waited for.
+    /// `post` returns and are not waited for. Deliveries to an actor (`subscribe(_:on:handler:)`)
+    /// are not counted either: they run in the actor's own tasks.
     ///
     /// - Threading: call it from any task. Waiting does not block a thread: the task suspends
     ///   and is resumed by the last delivery it waits for. Called on the main actor, it lets the
