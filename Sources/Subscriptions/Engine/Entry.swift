@@ -108,14 +108,14 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
-    weak var observer: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
+    weak var observer: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
     let observed: Bool
     /// The observer's identity at registration, for `removeObserver(_:)`, which must find the
     /// registrations without loading (retaining) any observer. An address can be reused after the
     /// observer died, so a match means "this observer or a dead one".
     let observerID: ObjectIdentifier?
     /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak var sender: AnyObject?  // written only in init (`weak let` needs Swift 6.3)
+    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
     let filtered: Bool
     /// Counts the deliveries this entry schedules, for `PostCenter.waitForPendingDeliveries()`;
     /// `nil` for immediate entries, which schedule nothing.

@@ -38,6 +38,19 @@ func percentile(_ sorted: [UInt64], _ p: Double) -> UInt64 {
 
 func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
+/// CPU time this process has used (all threads, user and system), in microseconds: unlike rates,
+/// hardly affected by other load on the machine.
+func cpuMicros() -> Double {
+    var usage = rusage()
+    #if os(Linux)
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+        getrusage(RUSAGE_SELF, &usage)
+    #endif
+    let user = Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec)
+    return user + Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec)
+}
+
 let arguments = CommandLine.arguments
 func option(_ name: String) -> String? {
     arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
@@ -78,7 +91,7 @@ final class Receiver: @unchecked Sendable {
     func report(_ phase: String) {
         latencies.sort()
         say(
-            "\(phase) received=\(received) inOrder=\(inOrder) last=\(lastReceipt) "
+            "\(phase) received=\(received) inOrder=\(inOrder) last=\(lastReceipt) cpu=\(UInt64(cpuMicros())) "
                 + "p50=\(percentile(latencies, 0.5)) p99=\(percentile(latencies, 0.99)) max=\(latencies.last ?? 0)")
         received = 0
         latencies.removeAll(keepingCapacity: true)
@@ -103,6 +116,12 @@ if arguments.contains("--receive") {
         },
     ]
     guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
+    // Standard input is a pipe from the sending process: end of file means it is gone, and so
+    // must this process be (no orphan left behind by a failed or interrupted run).
+    Thread.detachNewThread {
+        _ = FileHandle.standardInput.readDataToEndOfFile()
+        exit(0)
+    }
     say("ready")
     finished.wait()
     withExtendedLifetime(tokens) {}
@@ -130,6 +149,8 @@ if let path = Bundle.main.executablePath { child.executableURL = URL(fileURLWith
 child.arguments = ["--receive", "--port", "\(port)", "--prefix", prefix]
 let childOutput = Pipe()
 child.standardOutput = childOutput
+let childInput = Pipe()  // never written: closes when this process ends, which ends the child
+child.standardInput = childInput
 do { try child.run() } catch { fail("cannot start the receiving process: \(error)") }
 
 /// The next line the receiving process prints (a few short lines in all: read byte by byte).
@@ -167,14 +188,30 @@ func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped:
     return line
 }
 
+/// CPU microseconds per post of each kind, in the sending and in the receiving process.
+/// `nonisolated(unsafe)`: only the main thread of the sending process touches these.
+nonisolated(unsafe) var senderCost: [String: [Double]] = [:]
+nonisolated(unsafe) var receiverCost: [String: [Double]] = [:]
+nonisolated(unsafe) var receiverCPU: UInt64 = 0
+
+func cost(_ kind: String, count: Int, senderCPU: Double, _ line: String) {
+    let cpu = field(line, "cpu")
+    defer { receiverCPU = cpu }
+    guard receiverCPU != 0 else { return }  // the warm-up, or no earlier report to subtract
+    senderCost[kind, default: []].append(senderCPU / Double(count))
+    receiverCost[kind, default: []].append(Double(cpu - receiverCPU) / Double(count))
+}
+
 /// Posts `count` ticks as fast as possible; posts per second from the first post to the last
 /// receipt, and of the posting loop alone (encoding and queueing on the posting thread).
 func relayThroughput(count: Int) -> (endToEnd: Double, posting: Double) {
     let before = (relay.publishedPosts, relay.droppedPosts)
+    let cpu = cpuMicros()
     let start = now()
     for seq in 0..<count { center.post(.tick, Tick(seq: seq, sent: now())) }
     let posted = now()
     let line = finishPhase("throughput", posted: count, before: before)
+    cost("typed", count: count, senderCPU: cpuMicros() - cpu, line)
     return (Double(count) / (Double(field(line, "last") - start) / 1e9), Double(count) / (Double(posted - start) / 1e9))
 }
 
@@ -182,9 +219,11 @@ func relayThroughput(count: Int) -> (endToEnd: Double, posting: Double) {
 func plainThroughput(count: Int) -> Double {
     let before = (relay.publishedPosts, relay.droppedPosts)
     let flags = (0..<count).map(String.init)
+    let cpu = cpuMicros()
     let start = now()
     for flag in flags { center.post("bench.flag", flag: flag) }
     let line = finishPhase("plain", posted: count, before: before)
+    cost("plain", count: count, senderCPU: cpuMicros() - cpu, line)
     return Double(count) / (Double(field(line, "last") - start) / 1e9)
 }
 
@@ -203,6 +242,7 @@ func relayLatency(count: Int, rate: Double) -> (p50: Double, p99: Double) {
         center.post(.tick, Tick(seq: seq, sent: now()))
     }
     let line = finishPhase("latency", posted: count, before: before)
+    receiverCPU = field(line, "cpu")
     return (Double(field(line, "p50")) / 1000, Double(field(line, "p99")) / 1000)
 }
 
@@ -255,6 +295,7 @@ for _ in 0..<repetitions {
 }
 center.post("bench.done", flag: "exit")
 child.waitUntilExit()
+withExtendedLifetime(childInput) {}
 
 let relayRate = median(relayRates)
 let redisRate = median(redisRates)
@@ -274,5 +315,13 @@ say(
     String(
         format: "  one-way latency at %.0f posts/s: p50 %.0f us, p99 %.0f us  (target p99 < 1000 us; p99 runs: %@)",
         latencyRate, median(p50s), median(p99s), p99s.map { String(Int($0)) }.joined(separator: ", ")))
+for kind in ["typed", "plain"] {
+    let sender = senderCost[kind].map(median) ?? 0
+    let receiver = receiverCost[kind].map(median) ?? 0
+    say(
+        String(
+            format: "  CPU per post, %@: sender %.2f us, receiver %.2f us (all threads; load-insensitive)",
+            kind, sender, receiver))
+}
 say("  dropped \(relay.droppedPosts), rejected \(relay.rejectedMessages)")
 withExtendedLifetime(tokens) {}

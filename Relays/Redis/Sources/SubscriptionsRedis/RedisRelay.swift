@@ -54,8 +54,9 @@ import Subscriptions
 public final class RedisRelay: Sendable {
     /// Tuning for a ``RedisRelay``. A value type; the relay copies it at initialisation.
     public struct Options: Sendable {
-        /// How long connecting may take, and the time-out of a blocked read or write on a
-        /// connection. Two seconds by default.
+        /// How long connecting may take, the time-out of a blocked read or write on a connection,
+        /// and how long the publisher waits for a reply it is owed before it gives the connection
+        /// up (a frozen server). Two seconds by default.
         public var connectTimeout: Duration = .seconds(2)
         /// The first and the longest wait between reconnection attempts; the wait doubles after
         /// each failure. 20 ms to 1 s by default.

@@ -85,15 +85,22 @@ final class RedisServer: @unchecked Sendable {
         try start()
     }
 
-    /// The server the relay check script started (`RELAY_REDIS_PORT`), or one of this process's.
+    /// The server the relay check script started (`RELAY_REDIS_PORT`), or else one of this
+    /// process's, killed at exit; its port is exported so that exit tests' child processes use it.
     static let shared: Int = {
         if let port = ProcessInfo.processInfo.environment["RELAY_REDIS_PORT"].flatMap(Int.init) { return port }
         let server = try! RedisServer()
         sharedServer.withLock { $0 = server }
-        atexit { RedisServer.sharedServer.withLock { $0?.stop() } }
+        sharedPID.store(server.pid, ordering: .relaxed)
+        setenv("RELAY_REDIS_PORT", "\(server.port)", 1)
+        atexit { kill(RedisServer.sharedPID.load(ordering: .relaxed), SIGKILL) }
         return server.port
     }()
+    private static let sharedPID = Atomic<Int32>(0)
     private static let sharedServer = Mutex<RedisServer?>(nil)
+
+    /// The server's process id.
+    var pid: Int32 { lock.withLock { process?.processIdentifier ?? 0 } }
 
     /// Starts the server (again) and waits until it accepts connections.
     func start() throws {
@@ -112,6 +119,9 @@ final class RedisServer: @unchecked Sendable {
         }
         if !up { throw ServerError.didNotStart(port) }
     }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: its sockets stay open, it answers nothing.
+    func freeze(_ frozen: Bool) { kill(pid, frozen ? SIGSTOP : SIGCONT) }
 
     /// Kills the server (SIGKILL: no goodbye to the clients) and waits for it to exit.
     func stop() {
