@@ -11,6 +11,11 @@ extension Topic where Payload == User {
     static let login = Topic("login")
 }
 
+extension Topic where Payload == Int {
+    /// The battery level in percent: a state that screens opened later need too.
+    static let battery = Topic("battery")
+}
+
 /// A screen that cares about logins for as long as it exists.
 final class ProfileScreen {
     let title: String
@@ -61,4 +66,10 @@ print("   subscriptions of \"login\": \(center.subscriptionCount(for: "login"))"
 print("5. Later posts reach only the screen that is still open.")
 reached = center.post("logout", data: ada)
 print("   post(\"logout\") reached \(reached) handler")
-withExtendedLifetime(settings) {}
+
+print("6. A retained post is kept for subscribers that come later.")
+center.post(.battery, 80, retain: true)
+let gauge = center.subscribe(.battery, replay: true) { level in print("  [gauge] battery \(level)%") }
+center.post(.battery, 79, retain: true)
+print("   retained now: \(center.retained(.battery) ?? 0)%")
+withExtendedLifetime((settings, gauge)) {}

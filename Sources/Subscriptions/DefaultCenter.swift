@@ -25,6 +25,8 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: Where the handler runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with the post's envelope.
@@ -32,10 +34,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func subscribe(
-        _ name: String, delivery: Delivery = .immediate, fileID: String = #fileID, line: Int = #line,
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line,
         handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        PostCenter.default.subscribe(name, delivery: delivery, fileID: fileID, line: line, handler: handler)
+        PostCenter.default.subscribe(
+            name, delivery: delivery, replay: replay, fileID: fileID, line: line, handler: handler)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `name` on ``default``; see
@@ -44,16 +48,19 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with the post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public static func subscribe(
-        _ name: String, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
+        _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        PostCenter.default.subscribe(name, delivery: delivery, fileID: fileID, line: line, handler: handler)
+        PostCenter.default.subscribe(
+            name, delivery: delivery, replay: replay, fileID: fileID, line: line, handler: handler)
     }
 
     /// Registers `observer` for `name` on ``default``, selector style, holding it weakly.
@@ -65,6 +72,8 @@ extension PostCenter {
     ///   - name: The name to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -72,11 +81,13 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: Delivery = .immediate, fileID: String = #fileID,
+        _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID,
         line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            name, observer: observer, delivery: delivery, fileID: fileID, line: line, selector: selector)
+            name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line, selector: selector
+        )
     }
 
     /// Registers a `@MainActor` observer's method for `name` on ``default``, holding the
@@ -86,17 +97,20 @@ extension PostCenter {
     ///   - name: The name to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: MainActorDelivery, fileID: String = #fileID,
+        _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            name, observer: observer, delivery: delivery, fileID: fileID, line: line, selector: selector)
+            name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line, selector: selector
+        )
     }
 
     /// Posts `object` to every subscription of `name` on ``default``.
@@ -134,16 +148,20 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with each payload.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public static func subscribe<Payload>(
-        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, fileID: String = #fileID,
+        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID,
         line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        PostCenter.default.subscribe(topic, delivery: delivery, fileID: fileID, line: line, handler: handler)
+        PostCenter.default.subscribe(
+            topic, delivery: delivery, replay: replay, fileID: fileID, line: line, handler: handler)
     }
 
     /// Subscribes `handler` to every post of `topic` on ``default`` with any ``Delivery``; the
@@ -152,6 +170,8 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: Where the handler runs.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with each payload.
@@ -159,10 +179,11 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func subscribe<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: Delivery, fileID: String = #fileID, line: Int = #line,
+        _ topic: Topic<Payload>, delivery: Delivery, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        PostCenter.default.subscribe(topic, delivery: delivery, fileID: fileID, line: line, handler: handler)
+        PostCenter.default.subscribe(
+            topic, delivery: delivery, replay: replay, fileID: fileID, line: line, handler: handler)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic` on ``default``; see
@@ -171,16 +192,20 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with each payload.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public static func subscribe<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
+        _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line,
         handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        PostCenter.default.subscribe(topic, delivery: delivery, fileID: fileID, line: line, handler: handler)
+        PostCenter.default.subscribe(
+            topic, delivery: delivery, replay: replay, fileID: fileID, line: line, handler: handler)
     }
 
     /// Registers `observer` for `topic` on ``default``, selector style, holding it weakly, on the
@@ -190,6 +215,8 @@ extension PostCenter {
     ///   - topic: The topic to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -197,10 +224,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        replay: Bool = false, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, fileID: fileID, line: line, selector: selector)
+            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            selector: selector)
     }
 
     /// Registers `observer` for `topic` on ``default``, selector style, holding it weakly, with
@@ -210,6 +239,8 @@ extension PostCenter {
     ///   - topic: The topic to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -217,11 +248,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func register<Observer: AnyObject, Payload: Sendable>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, fileID: String = #fileID,
+        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, fileID: fileID, line: line, selector: selector)
+            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            selector: selector)
     }
 
     /// Registers a `@MainActor` observer's method for `topic` on ``default``, holding the
@@ -231,17 +263,21 @@ extension PostCenter {
     ///   - topic: The topic to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any, comes first, as for the
+    ///     instance method.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload: Sendable>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, fileID: String = #fileID,
+        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
+        fileID: String = #fileID,
         line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, fileID: fileID, line: line, selector: selector)
+            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            selector: selector)
     }
 
     /// Posts `payload` to every subscription of `topic` on ``default``.

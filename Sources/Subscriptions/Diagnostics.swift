@@ -17,6 +17,9 @@ extension PostCenter {
         /// other names. Queued, main-actor and actor handler calls are not posts and do not count.
         /// Reported each time the depth reaches ``Diagnostics/nestingLimit``.
         case deepNesting(name: String, depth: Int)
+        /// A post of `name` reached no handler: nobody listens, or every subscription is paused or
+        /// takes another payload type. Reported only with ``Diagnostics/reportsUnheardPosts``.
+        case unheardPost(name: String)
         /// A ``Posts`` sequence of `name` with a bounded ``PostsBufferingPolicy`` discarded `count`
         /// posts because its consumer did not take them in time. Reported when the consumer next
         /// takes a post, with the number discarded since the previous report, on the iterating
@@ -34,6 +37,9 @@ extension PostCenter {
                 return "Subscriptions: posts of \"\(name)\" are nested \(depth) deep on one thread; "
                     + "a handler re-posts its own name (directly or through other names). "
                     + "Break the cycle, or post asynchronously with delivery: .queue(_:)."
+            case .unheardPost(let name):
+                return "Subscriptions: a post of \"\(name)\" reached no handler; check the name's spelling and "
+                    + "that its subscriber exists (and is not paused) before the post, or post with retain: true."
             case .droppedPosts(let name, let count):
                 return "Subscriptions: a posts(\"\(name)\") sequence discarded \(count) posts its consumer did not "
                     + "take in time; use bufferingPolicy: .unbounded (the default) or a larger limit to keep them."
@@ -62,6 +68,9 @@ extension PostCenter {
         public var nestingLimit: Int
         /// Receives each diagnostic.
         public var report: @Sendable (Diagnostic) -> Void
+        /// Whether a post that reaches no handler is reported as ``Diagnostic/unheardPost(name:)``
+        /// (retained posts are not: keeping a post for later subscribers is their point).
+        public var reportsUnheardPosts: Bool
 
         /// Creates a configuration.
         ///
@@ -69,9 +78,10 @@ extension PostCenter {
         ///   - subscriptionLimit: Live subscriptions of one name before a warning; default 1,000.
         ///   - nestingLimit: Depth of posts in progress on one thread, across all names, before a
         ///     warning; default 32 (the hard stop is ``PostCenter/maximumNestingDepth``).
+        ///   - reportsUnheardPosts: Whether to report posts that reach no handler; default `false`.
         ///   - report: Called with each diagnostic, outside the center's locks.
         public init(
-            subscriptionLimit: Int = 1000, nestingLimit: Int = 32,
+            subscriptionLimit: Int = 1000, nestingLimit: Int = 32, reportsUnheardPosts: Bool = false,
             report: @escaping @Sendable (Diagnostic) -> Void
         ) {
             // fatalError, not precondition: optimised builds drop a precondition's message.
@@ -82,6 +92,7 @@ extension PostCenter {
             self.subscriptionLimit = subscriptionLimit
             self.nestingLimit = nestingLimit
             self.report = report
+            self.reportsUnheardPosts = reportsUnheardPosts
         }
     }
 

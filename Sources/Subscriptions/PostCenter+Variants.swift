@@ -14,9 +14,12 @@ extension PostCenter {
     /// handler runs (``Subscription/isActive`` turns `false`). Cancelling the token before that
     /// post works as usual.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: Where the handler runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the name's retained post, if any, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with the one post's envelope, then released.
@@ -24,27 +27,34 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribeOnce(
-        _ name: String, delivery: Delivery = .immediate, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEnvelopeEntry(delivery._executor, once: true, handler), to: _NameKey(name), fileID, line)
+        let executor = delivery._executor
+        let entry =
+            replay
+            ? _replayableEntry(executor, once: true, handler) : _makeEnvelopeEntry(executor, once: true, handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to the next post of `name` only; see ``MainActorDelivery``.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with the one post's envelope.
     /// - Returns: The token; dropping it before the post cancels the subscription.
     /// - Threading: safe from any thread.
     public func subscribeOnce(
-        _ name: String, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(once: true, handler), to: _NameKey(name), fileID, line)
+        _add(_mainActorEntry(once: true, handler), PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Subscribes `handler` to the next post of `topic` whose payload is a `Payload` only, on the
@@ -52,27 +62,35 @@ extension PostCenter {
     ///
     /// Exactly one post is delivered, even under concurrent posts.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the name's retained post, if any and if it is a `Payload`, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with the one payload, then released.
     /// - Returns: The token; dropping it before the post cancels the subscription.
     /// - Threading: safe from any thread.
     public func subscribeOnce<Payload>(
-        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, fileID: String = #fileID,
-        line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(.immediate, once: true, handler), to: topic._key, fileID, line)
+        let entry =
+            replay ? _replayableEntry(.immediate, once: true, handler) : _makeEntry(.immediate, once: true, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Subscribes `handler` to the next post of `topic` only, with any ``Delivery``; the payload
     /// may cross threads, so it must be `Sendable`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: Where the handler runs.
+    ///   - replay: When `true`, the name's retained post, if any and if it is a `Payload`, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with the one payload, then released.
@@ -80,27 +98,33 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribeOnce<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: Delivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: Delivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, once: true, handler), to: topic._key, fileID, line)
+        let executor = delivery._executor
+        let entry =
+            replay ? _replayableEntry(executor, once: true, handler) : _makeEntry(executor, once: true, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to the next post of `topic` only; see ``MainActorDelivery``.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the name's retained post, if any and if it is a `Payload`, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with the one payload.
     /// - Returns: The token; dropping it before the post cancels the subscription.
     /// - Threading: safe from any thread.
     public func subscribeOnce<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(once: true, handler), to: topic._key, fileID, line)
+        _add(_mainActorEntry(once: true, handler), Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     // MARK: Sender filtering
@@ -212,7 +236,8 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject) -> Int {
-        _post(_NameKey(name), sender: sender) { object }
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` (held weakly) to `name` on behalf of
@@ -223,7 +248,8 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject) -> Int {
-        _post(_NameKey(name), sender: sender) { PostObject(flag: flag, data: data) }
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
     }
 
     /// Posts `payload` to `topic` on behalf of `sender`.
@@ -233,7 +259,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _post(topic._key, payload, direct: topic._direct, sender: sender)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload on behalf of `sender`: `center.post(.logout, from: self)`.
@@ -242,7 +268,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject) -> Int {
-        _post(topic._key, (), direct: topic._direct, sender: sender)
+        _heard(_post(topic._key, (), direct: topic._direct, sender: sender), topic._key)
     }
 
     // MARK: Main actor
@@ -252,36 +278,44 @@ extension PostCenter {
     /// Posts on the main thread run it synchronously; posts elsewhere schedule it on the main
     /// queue without blocking the poster.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any: synchronously
+    ///     when subscribing on the main thread, else scheduled like a post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with each post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe(
-        _ name: String, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), to: _NameKey(name), fileID, line)
+        _add(_mainActorEntry(handler), PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic`; see ``MainActorDelivery``.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to; its payload crosses to the main thread, so it is `Sendable`.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it is a `Payload`: synchronously
+    ///     when subscribing on the main thread, else scheduled like a post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called on the main actor with each payload.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: MainActorDelivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), to: topic._key, fileID, line)
+        _add(_mainActorEntry(handler), Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -291,44 +325,55 @@ extension PostCenter {
     /// token = center.register("login", observer: self, delivery: .mainActor, selector: Screen.didLogin)
     /// ```
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any: synchronously
+    ///     when subscribing on the main thread, else scheduled like a post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: MainActorDelivery, fileID: String = #fileID,
-        line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+        _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorObserverEntry(observer, selector), to: _NameKey(name), fileID, line)
+        let entry = _mainActorObserverEntry(observer, selector)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Registers a `@MainActor` observer's method for `topic`, holding the observer weakly.
+    ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to; its payload crosses to the main thread, so it is `Sendable`.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: `.mainActor`.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it is a `Payload`: synchronously
+    ///     when subscribing on the main thread, else scheduled like a post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload: Sendable>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, fileID: String = #fileID,
-        line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorObserverEntry(observer, selector), to: topic._key, fileID, line)
+        let entry = _mainActorObserverEntry(observer, selector)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     func _mainActorEntry<Payload>(
         once: Bool = false, sender: AnyObject? = nil, _ handler: @escaping @MainActor (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: once, observer: nil, sender: sender) { _, payload in
+        _Slow<Payload>(executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries) {
+            _, payload in
             let box = _UncheckedSendable(payload)
             MainActor.assumeIsolated { handler(box.value) }
             return true
@@ -338,7 +383,8 @@ extension PostCenter {
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil) { target, payload in
+        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries) {
+            target, payload in
             guard let target else { return false }
             let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
             MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }

@@ -43,6 +43,10 @@ public final class PostCenter: Sendable {
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
+    /// The latest retained post of each name (see `Engine/Retained.swift`).
+    let _retained = _Lock(_RetainedTable())
+    /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
+    let _deliveries = _DeliveryTracker()
     /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
     let _sequences = _PostsRegistry()
 
@@ -71,11 +75,15 @@ public final class PostCenter: Sendable {
     /// > unused-result warning, drops it and so cancels at once. The warning is deliberate (the
     /// > method is not `@discardableResult`): store the token in the object that owns the interest.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - delivery: Where the handler runs: ``Delivery/immediate`` (the default), `.queue(q)`,
     ///     or `.mainActor` (which, written literally, picks the overload that takes a
     ///     `@MainActor` handler).
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any, then
+    ///     every later post, none twice and none out of order.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)`` and the token's
     ///     `debugDescription`; leave the default.
     ///   - line: The call site's line; leave the default.
@@ -86,10 +94,12 @@ public final class PostCenter: Sendable {
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe(
-        _ name: String, delivery: Delivery = .immediate, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        _ name: String, delivery: Delivery = .immediate, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEnvelopeEntry(delivery._executor, handler), to: _NameKey(name), fileID, line)
+        let executor = delivery._executor
+        let entry = replay ? _replayableEntry(executor, handler) : _makeEnvelopeEntry(executor, handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Registers `observer` for `name`, selector style: each post calls
@@ -109,10 +119,13 @@ public final class PostCenter: Sendable {
     /// > actor. Write `center.register("login", observer: self, delivery: .mainActor,
     /// > selector: Screen.didLogin)`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs; ``Delivery/immediate`` by default.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -121,10 +134,11 @@ public final class PostCenter: Sendable {
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject>(
-        _ name: String, observer: Observer, delivery: Delivery = .immediate, fileID: String = #fileID,
-        line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
+        _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        _add(_observerEntry(observer, delivery._executor, selector), to: _NameKey(name), fileID, line)
+        let entry = _observerEntry(observer, delivery._executor, selector)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Posts `object` to every subscription of `name`.
@@ -137,7 +151,8 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler (nested posts run depth-first).
     @discardableResult
     public func post(_ name: String, _ object: PostObject) -> Int {
-        _post(_NameKey(name), sender: nil) { object }
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -146,7 +161,8 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil) -> Int {
-        _post(_NameKey(name), sender: nil) { PostObject(flag: flag, data: data) }
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: nil) { PostObject(flag: flag, data: data) }, key)
     }
 
     // MARK: Typed topics
@@ -157,11 +173,22 @@ public final class PostCenter: Sendable {
     /// Immediate delivery never hands the payload to another thread, so `Payload` need not be
     /// `Sendable`. Queued and main-actor delivery (the other overloads) require it.
     ///
+    /// With `replay: true`, the handler first gets the name's retained post, if it is a
+    /// `Payload`, then every later post, none twice and none out of order (see
+    /// <doc:RetainedPosts>). The retained payload is delivered on the calling thread before
+    /// `subscribe` returns.
+    ///
+    /// ```swift
+    /// let token = center.subscribe(.battery, replay: true) { level in print(level) }  // 80 at once
+    /// ```
+    ///
     /// > Important: Keep the token: `_ = center.subscribe(…)` cancels at once.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with each payload on the posting thread. Held until the token is
@@ -170,18 +197,23 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     public func subscribe<Payload>(
-        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, fileID: String = #fileID,
-        line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: ImmediateDelivery = .immediate, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(.immediate, handler), to: topic._key, fileID, line)
+        let entry = replay ? _replayableEntry(.immediate, handler) : _makeEntry(.immediate, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Subscribes `handler` to every post of `topic`'s name whose payload is a `Payload`, with
     /// any ``Delivery``; the payload may cross threads, so it must be `Sendable`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - delivery: Where the handler runs: `.immediate`, `.queue(q)` or `.mainActor`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised.
@@ -190,10 +222,12 @@ public final class PostCenter: Sendable {
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe<Payload: Sendable>(
-        _ topic: Topic<Payload>, delivery: Delivery, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        _ topic: Topic<Payload>, delivery: Delivery, replay: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, handler), to: topic._key, fileID, line)
+        let executor = delivery._executor
+        let entry = replay ? _replayableEntry(executor, handler) : _makeEntry(executor, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, on the posting thread.
@@ -201,10 +235,14 @@ public final class PostCenter: Sendable {
     /// See the `register` of a plain name for the rules, including the warning about
     /// `@MainActor` observers.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -212,18 +250,24 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        replay: Bool = false, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_observerEntry(observer, .immediate, selector), to: topic._key, fileID, line)
+        let entry = _observerEntry(observer, .immediate, selector)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, with any
     /// ``Delivery``; the payload may cross threads, so it must be `Sendable`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
+    ///     is a `Payload`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The call site's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -231,10 +275,11 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject, Payload: Sendable>(
-        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, fileID: String = #fileID,
-        line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        _add(_observerEntry(observer, delivery._executor, selector), to: topic._key, fileID, line)
+        let entry = _observerEntry(observer, delivery._executor, selector)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -246,7 +291,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _post(topic._key, payload, direct: topic._direct, sender: nil)
+        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -255,7 +300,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>) -> Int {
-        _post(topic._key, (), direct: topic._direct, sender: nil)
+        _heard(_post(topic._key, (), direct: topic._direct, sender: nil), topic._key)
     }
 
     // MARK: Introspection
@@ -281,7 +326,8 @@ public final class PostCenter: Sendable {
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
-        return _Slow(executor: executor, once: once, observer: nil, sender: sender) { _, payload in
+        return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
+            _, payload in
             handler(payload)
             return true
         }
@@ -302,7 +348,8 @@ public final class PostCenter: Sendable {
     func _observerEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ executor: _Executor, _ selector: @escaping (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow(executor: executor, once: false, observer: observer, sender: nil) { target, payload in
+        _Slow(executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor)) {
+            target, payload in
             guard let target else { return false }
             selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true

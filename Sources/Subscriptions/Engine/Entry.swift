@@ -120,12 +120,19 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// The only sender this subscription accepts (`filtered`), held weakly.
     weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
     let filtered: Bool
+    /// Counts the deliveries this entry schedules, for `PostCenter.waitForPendingDeliveries()`;
+    /// `nil` for immediate entries, which schedule nothing.
+    let tracker: _DeliveryTracker?
+    /// Set (before the entry is published) for a `replay: true` subscription: holds live posts
+    /// back until the retained one was delivered (see `Retained.swift`).
+    @exclusivity(unchecked) var replay: _Replay<Payload>?
 
     init(
-        executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?,
+        executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?, tracker: _DeliveryTracker?,
         invoke: @escaping (AnyObject?, Payload) -> Bool
     ) {
         self.invoke = invoke
+        self.tracker = tracker
         self.executor = executor
         self.once = once
         self.observer = observer
@@ -141,6 +148,12 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         }
         let target = target()
         guard target.alive, let payload = _extract(Payload.self, from: post) else { return false }
+        if let replay { return replay.admit(payload, sender: postSender, entry: self, target: target, route: route) }
+        return run(payload, target: target, route: route)
+    }
+
+    /// Delivers an extracted payload: claims a one-shot, then calls or schedules the handler.
+    func run(_ payload: Payload, target: (alive: Bool, observer: AnyObject?), route: _Route) -> Bool {
         if once {
             // Exactly one post wins, even when several threads post at once.
             guard
@@ -167,7 +180,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// it; dropped if the subscription was cancelled or paused meanwhile, or the entry is gone.
     private func schedule(_ payload: Payload, on queue: DispatchQueue, route: _Route) {
         let box = _UncheckedSendable((payload, route))
-        queue.async { [weak self] in
+        let pending = tracker?.begin()
+        queue.async { [weak self, tracker] in
+            defer { if let pending { tracker?.end(pending) } }
             _withFrameCell { cell in
                 // One optional binding only, so that `entry = nil` below really drops the
                 // block's reference before the frame unlinks: the canceller's release stays the

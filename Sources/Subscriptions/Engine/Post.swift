@@ -40,8 +40,16 @@ struct _PostStart {
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
+        let (token, live) = _insert(entry, to: key)
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        return token
+    }
+
+    /// Registers `entry` under `key`; returns its token and the name's live count. Runs no user
+    /// code, so it may be called under another lock (see `_addReplaying`).
+    func _insert(_ entry: _Entry, to key: _NameKey) -> (Subscription, Int) {
         let stripe = _stripes[key.hash].takeUnretainedValue()
-        let (token, live) = stripe.mutex.withLock { state in
+        return stripe.mutex.withLock { state in
             let route: _Route
             if let existing = state.table.find(key) {
                 route = existing.takeUnretainedValue()
@@ -52,8 +60,6 @@ extension PostCenter {
             route.lockedAppend(entry)
             return (Subscription(home: route, entry: entry), route.live)
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
-        return token
     }
 
     /// The route of `key`, for tests: `nil` when the name has none.

@@ -31,7 +31,14 @@ let tokens = [
     center.subscribe(Topic<Int>("n"), delivery: .queue(queue)) { _ in },
     center.subscribe(Topic<Int>("n"), delivery: .mainActor) { _ in },
     PostCenter.subscribe(counted) { $0.value += 1 },
+    center.subscribe(counted, replay: true) { $0.value += 1 },
+    center.subscribeOnce(counted, replay: true) { $0.value += 1 },
+    center.register(counted, observer: screen, replay: true, selector: Screen.didCount),
+    center.subscribe(Topic<Int>("n"), delivery: .queue(queue), replay: true) { _ in },
+    center.subscribe(Topic<Int>("n"), delivery: .mainActor, replay: true) { _ in },
+    PostCenter.subscribe(counted, replay: true) { $0.value += 1 },
 ]
+center.post(Topic<Int>("n"), 1, retain: true)
 Panel().start(center)
 center.post(counted, Counted())
 withExtendedLifetime(tokens) {}

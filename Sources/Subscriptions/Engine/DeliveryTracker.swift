@@ -1,0 +1,73 @@
+/// Counts a center's scheduled deliveries (queued and main-actor) that have not run or been
+/// dropped yet, so that `waitForPendingDeliveries()` can wait for them without polling.
+///
+/// Deliveries are counted per *epoch*. Each call of `wait` closes the current epoch (the
+/// deliveries scheduled so far) and opens the next; it resumes once no delivery of its epoch or
+/// an earlier one is pending. Deliveries scheduled after the call fall into a later epoch and do
+/// not hold it up, so a steady stream of posts cannot starve a waiter. Epochs only advance when
+/// somebody waits, so at most a few have pending deliveries at once.
+///
+/// - Threading: every method is safe from any thread; waiters are resumed after unlocking.
+final class _DeliveryTracker: Sendable {
+    private struct State {
+        /// The epoch deliveries scheduled now belong to.
+        var epoch: UInt64 = 0
+        /// Pending deliveries of each epoch that has any.
+        var pending: [UInt64: Int] = [:]
+        /// Suspended waiters and the last epoch each waits for.
+        var waiters: [(epoch: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+        /// Whether every delivery of `epoch` and the epochs before it has run or been dropped.
+        func isSettled(through epoch: UInt64) -> Bool {
+            !pending.keys.contains { $0 <= epoch }
+        }
+    }
+
+    private let state = _Lock(State())
+
+    init() {}
+
+    /// Counts a delivery being scheduled; pass the result to `end` when it ran or was dropped.
+    /// - Complexity: O(1), one lock acquisition.
+    func begin() -> UInt64 {
+        state.withLock { state in
+            state.pending[state.epoch, default: 0] += 1
+            return state.epoch
+        }
+    }
+
+    /// Counts a delivery of `epoch` as done, and resumes the waiters it was the last one for.
+    func end(_ epoch: UInt64) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let left = (state.pending[epoch] ?? 1) - 1
+            state.pending[epoch] = left == 0 ? nil : left
+            guard left == 0, !state.waiters.isEmpty else { return [] }
+            var ready: [CheckedContinuation<Void, Never>] = []
+            var waiting: [(epoch: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+            for waiter in state.waiters {
+                if state.isSettled(through: waiter.epoch) {
+                    ready.append(waiter.continuation)
+                } else {
+                    waiting.append(waiter)
+                }
+            }
+            state.waiters = waiting
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Returns once every delivery counted by `begin` before this call ended.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let settled = state.withLock { state -> Bool in
+                let epoch = state.epoch
+                state.epoch += 1
+                if state.isSettled(through: epoch) { return true }
+                state.waiters.append((epoch, continuation))
+                return false
+            }
+            if settled { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+import Synchronization
+
+// Retained posts and replay.
+//
+// **Storage.** A center keeps the latest retained post of each name in `_RetainedTable`, behind
+// one lock of its own (retained posts and replaying subscriptions are rare next to posts). Each
+// retained post is a `_RetainedPost` record with a version from a center-wide counter.
+//
+// **Hand-over.** A `replay: true` subscription is a `_Slow` entry with a `_Replay`. Under the
+// table's lock the subscriber publishes the entry (`_insert`, which takes the route's lock
+// inside: the order is always table lock, then route lock) and reads the name's record. A
+// retained post stores its record under the same lock *before* it starts delivering. So for
+// every retained post R, either
+// - R stored before the subscriber's section: R is the record read (or an older one, replaced
+//   by the one read). R's walk may still reach the new entry; the entry drops it because R's
+//   version is at most the replayed one. R travels as the post's `sender` so that the entry can
+//   tell (sender filters never match a record, exactly like a post without a sender); or
+// - R stored after: R's walk starts after the entry was published, so it reaches the entry and
+//   is delivered live.
+// Posts without `retain:` need no version: a post made before a retained post R on the same
+// thread finished its walk before R stored, so if R is replayed, that post started before the
+// entry was published (the publication is inside the section) and never reaches it.
+//
+// **Order.** Until the replayed post was handed to the handler, the entry parks live posts
+// (posters append them to a list and move on; they never wait). The subscribing thread then
+// delivers the parked posts in arrival order, skipping retained posts replayed already, and
+// switches the entry to live under the list's lock when the list is empty. All of this happens
+// before `subscribe` returns, on the subscribing thread, with no lock held while handlers run.
+
+/// One retained post: the envelope every subscriber is handed, the typed payload (held strongly,
+/// since the envelope holds an object payload weakly), and its version.
+final class _RetainedPost: @unchecked Sendable {
+    // @unchecked: immutable after the table's lock published it (`version` is written once,
+    // under that lock, before the record is visible to anyone else). `value` is a payload the
+    // poster passed as `Sendable`, or `nil` for envelope posts.
+    let envelope: PostObject
+    let value: Any?
+    @exclusivity(unchecked) var version: UInt64 = 0
+
+    init<Payload>(_ payload: Payload) {
+        if Payload.self == PostObject.self {
+            envelope = unsafeDowncast(payload as AnyObject, to: PostObject.self)
+            value = nil
+        } else {
+            envelope = PostObject(_typed: payload)
+            value = payload
+        }
+    }
+
+    /// The payload as `T`: the typed value, or what the envelope gives for `T`.
+    func payload<T>(as type: T.Type) -> T? {
+        if let value, T.self != PostObject.self { return value as? T }
+        return _extract(T.self, from: envelope)
+    }
+
+    /// The version of the retained post a delivery belongs to: `sender` is its record for a
+    /// retained post, anything else (`nil`, a real sender) for other posts.
+    @inline(__always)
+    static func version(of sender: AnyObject?) -> UInt64? {
+        guard let sender, ObjectIdentifier(type(of: sender)) == ObjectIdentifier(_RetainedPost.self) else {
+            return nil
+        }
+        return unsafeDowncast(sender, to: _RetainedPost.self).version
+    }
+}
+
+/// The latest retained post of each name. Guarded by `PostCenter._retained`.
+struct _RetainedTable {
+    var records: [String: _RetainedPost] = [:]
+    var lastVersion: UInt64 = 0
+
+    /// Stores `record` as the latest of `name`; returns the one it replaces, to be released
+    /// after unlocking (its payload's deinit is user code).
+    mutating func store(_ record: _RetainedPost, for name: String) -> _RetainedPost? {
+        lastVersion += 1
+        record.version = lastVersion
+        return records.updateValue(record, forKey: name)
+    }
+}
+
+/// The replay state of one `replay: true` subscription: parked live posts until the subscriber
+/// delivered the retained one, then the version below which retained posts are stale.
+final class _Replay<Payload>: @unchecked Sendable {
+    // @unchecked: `parked` is only touched under its lock; `version` is written before `live`
+    // is set (releasing) and read only after `live` was read `true` (acquiring).
+    /// Set once the parked posts were delivered: from then on posts are delivered at once.
+    private let live = Atomic<Bool>(false)
+    /// The version of the replayed post (0: none); retained posts up to it are not delivered.
+    private let version = Atomic<UInt64>(0)
+    /// Live posts that arrived before the replay finished, in arrival order, with the version of
+    /// the retained post each belongs to (0 for other posts).
+    private let parked = _Lock<[(Payload, UInt64)]>([])
+
+    init() {}
+
+    /// A post reached the entry (on the posting thread, inside its frame): deliver it, park it,
+    /// or drop it when it is a retained post the subscriber was handed already.
+    @inline(__always)
+    func admit(
+        _ payload: Payload, sender: AnyObject?, entry: _Slow<Payload>, target: (alive: Bool, observer: AnyObject?),
+        route: _Route
+    ) -> Bool {
+        let retained = _RetainedPost.version(of: sender) ?? 0
+        if !live.load(ordering: .acquiring) {
+            let kept = parked.withLock { list -> Bool in
+                if live.load(ordering: .acquiring) { return false }
+                list.append((payload, retained))
+                return true
+            }
+            if kept { return true }
+        }
+        if retained != 0 && retained <= version.load(ordering: .relaxed) { return false }
+        return entry.run(payload, target: target, route: route)
+    }
+
+    /// Called by the subscribing thread once the entry is published: delivers `record` (the
+    /// retained post read in the same section, if any), then the parked posts, then goes live.
+    func finish(_ record: _RetainedPost?, entry: _Slow<Payload>, route: _Route) {
+        let replayed = record?.version ?? 0
+        version.store(replayed, ordering: .relaxed)
+        if let record, let payload = record.payload(as: Payload.self) {
+            let target = entry.target()
+            if target.alive { _ = entry.run(payload, target: target, route: route) }
+        }
+        while true {
+            let batch = parked.withLock { list -> [(Payload, UInt64)] in
+                if list.isEmpty { live.store(true, ordering: .releasing) }
+                defer { list = [] }
+                return list
+            }
+            if batch.isEmpty { return }
+            for (payload, retained) in batch where retained == 0 || retained > replayed {
+                let target = entry.target()
+                if target.alive { _ = entry.run(payload, target: target, route: route) }
+            }
+        }
+    }
+}
+
+extension PostCenter {
+    /// Stores `record` as the latest retained post of `key`, then posts it. The record travels as
+    /// the post's sender, so that replaying subscriptions can tell it from later posts.
+    func _postRetained(_ key: _NameKey, _ record: _RetainedPost) -> Int {
+        let replaced = _retained.withLock { $0.store(record, for: key.name) }
+        withExtendedLifetime(replaced) {}  // released here, after unlocking
+        return _post(key, sender: record) { record.envelope }
+    }
+
+    /// The latest retained post of `name`, if any.
+    func _retainedRecord(_ name: String) -> _RetainedPost? {
+        _retained.withLock { $0.records[name] }
+    }
+
+    /// Forgets the retained post of `name`, releasing it after unlocking.
+    func _clearRetained(_ name: String) {
+        let removed = _retained.withLock { $0.records.removeValue(forKey: name) }
+        withExtendedLifetime(removed) {}
+    }
+
+    /// A handler entry that can replay: always a `_Slow`, never the direct-call `_Handler`.
+    func _replayableEntry<Payload>(
+        _ executor: _Executor, once: Bool = false, _ handler: @escaping (Payload) -> Void
+    ) -> _Slow<Payload> {
+        _Slow(executor: executor, once: once, observer: nil, sender: nil, tracker: _tracker(executor)) { _, payload in
+            handler(payload)
+            return true
+        }
+    }
+
+    /// Records the call site in `entry`, then registers it under `key`, replaying the name's
+    /// retained post first when `replay` is set (`entry` is then a `_Slow<Payload>`).
+    func _add<Payload>(
+        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+    ) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        return replay ? _addReplaying(entry, type, to: key) : _add(entry, to: key)
+    }
+
+    /// Adds a `replay: true` subscription; see the comment at the top of this file.
+    func _addReplaying<Payload>(_ entry: _Entry, _ type: Payload.Type, to key: _NameKey) -> Subscription {
+        let entry = unsafeDowncast(entry, to: _Slow<Payload>.self)
+        entry.replay = _Replay()
+        let (token, live, record) = _retained.withLock { table in
+            let (token, live) = _insert(entry, to: key)
+            return (token, live, table.records[key.name])
+        }
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        if let route = token._home as? _Route {
+            entry.replay?.finish(record, entry: entry, route: route)
+        }
+        return token
+    }
+}

@@ -1,0 +1,16 @@
+// expect: Sendable
+// `replay: true` does not loosen the rule: a queued handler gets the payload on another thread.
+import Dispatch
+import Subscriptions
+
+/// Not `Sendable`: a mutable class.
+final class Counted {
+    var value = 0
+}
+
+let center = PostCenter()
+let counted = Topic<Counted>("counted")
+let queue = DispatchQueue(label: "q")
+
+let token = center.subscribe(counted, delivery: .queue(queue), replay: true) { $0.value += 1 }
+withExtendedLifetime(token) {}
