@@ -201,7 +201,8 @@ struct GuaranteePinTests {
         let started = DispatchSemaphore(value: 0)
         let slot = TokenSlot()
         var probe: ReleaseProbe? = ReleaseProbe(log, callEnded)
-        weak let weakProbe = probe
+        weak var weakProbe: ReleaseProbe?
+        weakProbe = probe
         // A fresh closure for each registration below, so that only the center holds the probe.
         let makeBody: (ReleaseProbe?) -> @Sendable () -> Void = { probe in
             { [probe] in
