@@ -26,7 +26,9 @@
 # logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x the unmutated run, at least
 # 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
 # counts as killed by the timeout (the mutant made something hang); the line names the tests on
-# the hung stacks. Needs git, python3 and pgrep (procps).
+# the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
+# runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode. Needs git,
+# python3 and pgrep (procps).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -124,10 +126,11 @@ command, root, path = sys.argv[1], sys.argv[2], sys.argv[3]
 mutants = parse(path)
 check(root, mutants)
 if command == "check":
-    # id, name, file, hint, equivalent reason, breaks: one tab-separated line per mutant, "-"
+    # id, name, file, hint, equivalent reason, env, breaks: one tab-separated line per mutant, "-"
     # for an empty field (bash's `read` would merge empty tab-separated fields).
     for m in mutants:
-        fields = [m["id"], m["name"], m["file"], m.get("hint", ""), m.get("equivalent", ""), m["breaks"]]
+        fields = [m["id"], m["name"], m["file"], m.get("hint", ""), m.get("equivalent", ""), m.get("env", ""),
+                  m["breaks"]]
         print("\t".join(f.replace("\t", " ") or "-" for f in fields))
 elif command == "sync":
     # Copies the tracked and untracked-but-not-ignored files to the scratch tree, keeping the
@@ -188,6 +191,7 @@ descendants() {
 }
 
 linebuf=()
+mutant_env=()  # NAME=value words of the current mutant's `env:` field
 command -v stdbuf > /dev/null && linebuf=(stdbuf -oL)  # keeps the log complete up to a crash
 
 # Runs the tests (all, or those matching $2), logging to $1. Sets `verdict` to an empty string
@@ -197,7 +201,7 @@ run_tests() {
     local log=$1 regex=$2 limit=$3 rc=0 pid ticks=0 hung=false kids
     local args=(test --skip-build)
     [ -n "$regex" ] && args+=(--filter "$regex")
-    (cd "$tree" && exec "${linebuf[@]}" swift "${args[@]}") > "$log" 2>&1 &
+    (cd "$tree" && exec env ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" swift "${args[@]}") > "$log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2> /dev/null; do
         if [ $ticks -ge $((limit * 5)) ]; then
@@ -264,6 +268,9 @@ if [ "$runs" -gt 0 ]; then
         file=""
         if [ "$id" != base ]; then
             file=$(echo "$index" | awk -F'\t' -v id="$id" '$1 == id { print $3 }')
+            envs=$(echo "$index" | awk -F'\t' -v id="$id" '$1 == id { print $6 }')
+            mutant_env=()
+            [ "$envs" = - ] || read -ra mutant_env <<< "$envs"
             apply "$id"
         fi
         if ! build "$logs/$id.build.log"; then
@@ -303,12 +310,15 @@ timeout_full=${MUTATION_TIMEOUT:-$((SECONDS - base_start < 40 ? 120 : 3 * (SECON
 echo "unmutated suite passed in $((SECONDS - base_start)) s; timeout per mutant run: $timeout_full s"
 
 n=0 killed=0 equivalent=0 survived=0
-while IFS=$'\t' read -r id name file hint reason breaks; do
+while IFS=$'\t' read -r id name file hint reason envs breaks; do
     if [ ${#ids[@]} -gt 0 ] && ! printf '%s\n' "${ids[@]}" | grep -qx "$id"; then continue; fi
     n=$((n + 1))
     label=$(printf '%-4s %-48s' "$id" "$name")
     [ "$hint" = - ] && hint=""
     [ "$reason" = - ] && reason=""
+    mutant_env=()
+    [ "$envs" = - ] || read -ra mutant_env <<< "$envs"
+    [ ${#mutant_env[@]} -gt 0 ] && label="$label [${mutant_env[*]}]"
     if [ -n "$reason" ]; then
         equivalent=$((equivalent + 1))
         echo "$label equivalent: $reason"

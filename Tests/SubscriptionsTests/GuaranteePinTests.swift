@@ -50,15 +50,14 @@ struct GuaranteePinTests {
     /// While a post is inside the first handler of a name, that handler subscribes enough to the
     /// name to make the engine replace its slot storage; the post goes on walking what it read
     /// when it started. Another thread then cancels every later subscription of the name (whose
-    /// handlers are not running, so on Linux `cancel()` waits for nobody and frees them at once)
+    /// handlers are not running, so `cancel()` waits for nobody, in either fence mode, and frees them at once)
     /// and subscribes fresh handlers to another name, which reuse the freed memory. When the post
     /// resumes it must call none of them: not the cancelled handlers (guarantee 7), not the
     /// handlers subscribed during the post (guarantee 5), and never the handler of another name.
     ///
     /// The later subscriptions are made, cancelled and replaced on one thread, because allocators
     /// hand a thread back the memory it freed first; a few rounds make the reuse near certain.
-    @Test(.enabled(if: cancelNeverWaitsForHandlersThatAreNotRunning, "needs the process-wide fence; see _Route"))
-    func cancelFromAnotherThreadWhileAPostWalksAReplacedSlotArrayNeverCallsAFreedEntry() {
+    @Test func cancelFromAnotherThreadWhileAPostWalksAReplacedSlotArrayNeverCallsAFreedEntry() {
         for round in 0..<8 {
             let wrong = walkAReplacedSlotArrayWhileAnotherThreadCancels(round: round)
             if wrong { break }
@@ -274,11 +273,6 @@ struct GuaranteePinTests {
         }
     }
 }
-
-/// Whether `cancel()` of a subscription whose handler is not running returns without waiting for
-/// posts of the name on other threads (guarantee 7, on Linux with `membarrier`). Where it is not,
-/// such a cancel waits for the walking post, which a test cannot then hold in place.
-private let cancelNeverWaitsForHandlersThatAreNotRunning = _processFenceAvailable()
 
 /// An object with an identity and nothing else: a sender, an observer, a notification's object.
 private final class PinSender: Sendable {}

@@ -81,20 +81,36 @@ final class _Stripe: Sendable {
         state.emptied = 0
     }
 
-    /// Frees the retired tables that no post reads any more. Returns the routes they held, to be
-    /// released after unlocking.
+    /// Frees the retired tables that no post reads any more. Returns the routes that no post can
+    /// reach any more, to be released after unlocking.
+    ///
+    /// A route dropped by a rebuild is held by the table that rebuild retired, but a post may
+    /// reach it through an *older* retired table too (growth copies every route into the new
+    /// table, so the route is in every table since it was inserted), and a post walking the route
+    /// reads its slot buffer, which the route's deinit frees. So the routes of a freed table go
+    /// to the newest older table still read, and are released only with the oldest read table.
+    /// (A post reads only the current table: a retired table that nobody reads after the fence
+    /// is never read again.)
     func lockedReclaim(_ state: inout _StripeState) -> [_Route] {
         guard !state.retired.isEmpty else { return [] }
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         var released: [_Route] = []
-        state.retired.removeAll { item in
+        var kept: [(table: _NameTable, routes: [_Route])] = []
+        for item in state.retired {
             var read = false
             _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
-            if read { return false }
+            if read {
+                kept.append(item)
+                continue
+            }
             item.table.free()
-            released.append(contentsOf: item.routes)
-            return true
+            if kept.isEmpty {
+                released.append(contentsOf: item.routes)
+            } else {
+                kept[kept.count - 1].routes.append(contentsOf: item.routes)
+            }
         }
+        state.retired = kept
         return released
     }
 }
