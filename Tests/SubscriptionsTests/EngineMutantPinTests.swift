@@ -15,6 +15,52 @@ import Testing
 /// semaphores only order the threads.
 @Suite("Engine mechanism pins (orphans, grace periods, one-shot slots, fences)")
 struct EngineMutantPinTests {
+    // MARK: Guarantee 7: a cancel waits only for the calls of its own handler
+
+    /// Thread T1 runs handler B; thread T2 is inside a post of another name whose handler waits
+    /// for the canceller. `cancel()` of B from a third thread must wait for T1's call of B, and for
+    /// nothing else: waiting for T2 too (a thread merely inside some post) would deadlock with it.
+    /// B returns only once the canceller is seen waiting (its record's `waitingFor`), so the
+    /// canceller is sure to reach its wait loop; T2 gives up after 10 s and records the deadlock.
+    @Test func cancelWaitingForItsRunningHandlerDoesNotAlsoWaitForOtherPosts() {
+        let center = PostCenter()
+        let bRunning = DispatchSemaphore(value: 0)
+        let t2Inside = DispatchSemaphore(value: 0)
+        let cancelReturned = DispatchSemaphore(value: 0)
+        let t2Done = DispatchSemaphore(value: 0)
+        let t1Done = DispatchSemaphore(value: 0)
+        let t2TimedOut = Flag()
+        let tokenB = center.subscribe("pin.wait.b") { (_: PostObject) in
+            bRunning.signal()
+            // Return once some thread waits in cancel(): the canceller reached its wait loop.
+            var waiting = false
+            while !waiting {
+                _ThreadRecord.visitAll { if $0.waitingFor != 0 { waiting = true } }
+                if !waiting { sched_yield() }
+            }
+        }
+        let tokenA = center.subscribe("pin.wait.a") { (_: PostObject) in
+            t2Inside.signal()
+            if cancelReturned.wait(timeout: .now() + 10) == .timedOut { t2TimedOut.set() }
+        }
+        Thread.detachNewThread {
+            center.post("pin.wait.a")
+            t2Done.signal()
+        }
+        t2Inside.wait()
+        Thread.detachNewThread {
+            center.post("pin.wait.b")
+            t1Done.signal()
+        }
+        bRunning.wait()
+        tokenB.cancel()
+        cancelReturned.signal()
+        t1Done.wait()
+        t2Done.wait()
+        #expect(!t2TimedOut.isSet, "cancel() waited for a post that does not call its handler")
+        withExtendedLifetime(tokenA) {}
+    }
+
     // MARK: Guarantee 9: an orphan keeps its closure until its last call ends
 
     /// A token is dropped (its deinit cancels without waiting) while its handler runs on another
