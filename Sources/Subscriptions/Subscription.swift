@@ -29,6 +29,10 @@ public final class Subscription: Hashable, @unchecked Sendable {
     let _home: _SubscriptionHome
     /// The registration itself, owned by the token; `nil` once cancelled. Guarded by `_home`'s lock.
     @exclusivity(unchecked) var _entry: _Entry?
+    /// The entry's order of subscription in its route (see `_Route.lockedDetach`), kept here
+    /// rather than in the entry: the token's allocation has room for it, the entry's has not.
+    /// Written once under the route's lock before the token is returned.
+    @exclusivity(unchecked) var _seq: UInt = 0
 
     init(home: _SubscriptionHome, entry: _Entry?) {
         self._home = home

@@ -33,9 +33,6 @@ class _Entry: @unchecked Sendable {
     @exclusivity(unchecked) var site: UInt16 = 0
     /// Position in the route's slot array, or `detached`. Guarded by the stripe lock.
     @exclusivity(unchecked) var index: UInt32 = 0
-    /// Order of subscription in its route (1, 2, …): a retired slot buffer holds the entry only
-    /// if its last sequence number is at least this. Guarded by the stripe lock.
-    @exclusivity(unchecked) var seq: UInt = 0
 
     /// The slow path: deliver `post` to this entry if its payload type (and sender filter)
     /// matches. Returns whether the handler ran or was scheduled. Called without any lock held,

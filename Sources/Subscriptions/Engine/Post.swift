@@ -57,8 +57,9 @@ extension PostCenter {
                 route = _Route(key: key, stripe: stripe)
                 stripe.lockedInsert(route, &state)
             }
-            route.lockedAppend(entry)
-            return (Subscription(home: route, entry: entry), route.live)
+            let token = Subscription(home: route, entry: entry)
+            token._seq = route.lockedAppend(entry)
+            return (token, route.live)
         }
     }
 

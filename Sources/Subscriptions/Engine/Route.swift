@@ -174,15 +174,20 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     // MARK: Locked operations (the caller holds `stripe.mutex`)
 
-    /// Appends `entry` at the end of the delivery order.
+    /// Appends `entry` at the end of the delivery order and returns its sequence number, which
+    /// its token keeps (see `lockedDetach`). A buffer replaced because it was full is freed at
+    /// once unless a post still reads it, so growing holds no garbage until the next cancel.
     /// - Complexity: amortised O(1).
-    func lockedAppend(_ entry: _Entry) {
-        if buffer.count == buffer.capacity { lockedRebuild(capacity: max(4, 2 * (live + 1))) }
+    func lockedAppend(_ entry: _Entry) -> UInt {
+        if buffer.count == buffer.capacity {
+            lockedRebuild(capacity: max(4, 2 * (live + 1)))
+            lockedReclaim()
+        }
         nextSeq += 1
-        entry.seq = nextSeq
         entry.index = UInt32(truncatingIfNeeded: buffer.count)
         buffer.append(_Route.bits(entry), seq: nextSeq)
         live += 1
+        return nextSeq
     }
 
     /// Publishes a new buffer holding the live entries in order, and retires the old one.
@@ -194,7 +199,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             guard b != 0 else { continue }
             _Route.entry(b)._withUnsafeGuaranteedRef { entry in
                 entry.index = UInt32(truncatingIfNeeded: fresh.count)
-                fresh.append(b, seq: entry.seq)
+                fresh.append(b, seq: nextSeq)
             }
         }
         fresh.lastSeq = nextSeq
@@ -208,11 +213,15 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// every retired buffer that holds it (posts may still walk those), and squeezes the
     /// tombstones out once they are as many as the live entries (amortised O(1) per cancel).
     /// Idempotent: a one-shot detaches itself when it fires and again when cancelled.
-    func lockedDetach(_ entry: _Entry, _ state: inout _StripeState) {
+    ///
+    /// `seq` is the entry's sequence number (kept by its token, not in the entry, which keeps
+    /// entries small): retired buffers whose last entry came before it cannot hold the entry and
+    /// are skipped. `nil` (a firing one-shot, `removeObserver`) searches every retired buffer.
+    func lockedDetach(_ entry: _Entry, seq: UInt? = nil, _ state: inout _StripeState) {
         guard entry.index != _Entry.detached else { return }
         let bits = _Route.bits(entry)
         buffer.clear(Int(entry.index))
-        for old in retired where old.lastSeq >= entry.seq {
+        for old in retired where seq.map({ old.lastSeq >= $0 }) ?? true {
             if let i = old.index(of: bits) { old.clear(i) }
         }
         entry.index = _Entry.detached
@@ -300,7 +309,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             guard let entry = token._entry else { return nil }
             token._entry = nil
             entry.state.store(_Entry.cancelled, ordering: .sequentiallyConsistent)
-            lockedDetach(entry, &state)
+            lockedDetach(entry, seq: token._seq, &state)
             return entry
         }
         withExtendedLifetime(released) {}
