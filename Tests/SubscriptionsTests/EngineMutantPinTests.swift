@@ -75,7 +75,8 @@ struct EngineMutantPinTests {
         let log = ReleaseLog()
         let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
         var probe: ReleaseProbe? = ReleaseProbe(log, callEnded)
-        weak let weakProbe = probe
+        weak var weakProbe: ReleaseProbe?
+        weakProbe = probe
         var token: Subscription? = center.subscribe(name) { [probe] _ in
             withExtendedLifetime(probe) {}
             started.signal()
@@ -84,7 +85,8 @@ struct EngineMutantPinTests {
         }
         probe = nil
         // The entry the post is calling (`@testable`): it must stay allocated until the call ends.
-        weak let weakEntry = token?._entry
+        weak var weakEntry: _Entry?
+        weakEntry = token?._entry
         let poster = TestThread {
             posterThread.withLock { $0 = currentThreadID() }
             center.post(name)
