@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Subscriptions
 
 /// Post to 10 subscribers on a name after 50,000 subscribe+cancel pairs made while one delivery
@@ -78,5 +79,58 @@ func longDeliverySection(_ config: RunConfig) -> Section {
             ],
             target: check.target, pass: check.pass))
     withExtendedLifetime((keep, fresh, busy)) {}
+    busyChurnMemory(into: &section)
     return section
+}
+
+/// Resident memory while 200,000 subscribe+cancel pairs are made on a name that four threads
+/// keep posting (so the route is never quiet): replaced slot buffers must be freed as posts move
+/// on, and tombstones squeezed out, without waiting for a quiet moment.
+private func busyChurnMemory(into section: inout Section) {
+    let pairs = 200_000
+    let limitMB = 4.0
+    let center = PostCenter()
+    let name = "bench.busyChurn"
+    let topic = Topic<Int>(name)
+    let counter = Counter.make()
+    var keep: [Subscription] = []
+    subscribeManyTyped(center, topic, counter, 10, into: &keep)
+    let stop = Atomic<Bool>(false)
+    let posters = DispatchGroup()
+    for _ in 0..<4 {
+        posters.enter()
+        Thread {
+            while !stop.load(ordering: .relaxed) { _ = center.post(topic, 1) }
+            posters.leave()
+        }.start()
+    }
+    // Warm up (the allocator's arenas, the route's buffers), then measure the growth.
+    for _ in 0..<20_000 { center.subscribe(name) { _ in }.cancel() }
+    let before = residentBytes()
+    for _ in 0..<pairs { center.subscribe(name) { _ in }.cancel() }
+    let after = residentBytes()
+    stop.store(true, ordering: .relaxed)
+    posters.wait()
+    let growthMB = Double(max(0, after - before)) / 1_048_576
+    let check = section.check(
+        "resident memory growth, \(grouped(pairs)) subscribe+cancel while 4 threads post the name",
+        target: "< \(Int(limitMB)) MB", measured: growthMB, text: String(format: "%.2f MB", growthMB),
+        pass: growthMB < limitMB)
+    section.add(
+        [
+            "RSS growth, \(grouped(pairs)) subscribe+cancel, 4 posting threads", "", "",
+            String(format: "%.2f MB", growthMB), check.target, verdict([check]),
+        ],
+        Row(
+            contender: "PostCenter busy churn RSS growth", size: pairs, figures: ["growthMB": growthMB],
+            target: check.target, pass: check.pass))
+    withExtendedLifetime((keep, center)) {}
+}
+
+/// The process's resident set size in bytes (Linux: `/proc/self/statm`; 0 where unavailable).
+private func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
