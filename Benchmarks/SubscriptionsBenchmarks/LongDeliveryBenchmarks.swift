@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Subscriptions
+import Synchronization
 
 /// Post to 10 subscribers on a name after 50,000 subscribe+cancel pairs made while one delivery
 /// of that name runs all along (it is still running while the posts are timed), against a fresh
