@@ -89,7 +89,10 @@ final class _Replay<Payload>: @unchecked Sendable {
     private let version = Atomic<UInt64>(0)
     /// Live posts that arrived before the replay finished, in arrival order, with the version of
     /// the retained post each belongs to (0 for other posts).
-    private let parked = _Lock<[(Payload, UInt64)]>([])
+    /// Boxed: a payload of immediate delivery need not be `Sendable`, and the lock (a `Mutex` on
+    /// Apple platforms) takes only sendable state; it is only handed from the posting thread to
+    /// the subscribing thread, which delivers it as the poster would have.
+    private let parked = _Lock<[_UncheckedSendable<(Payload, UInt64)>]>([])
 
     init() {}
 
@@ -102,9 +105,10 @@ final class _Replay<Payload>: @unchecked Sendable {
     ) -> Bool {
         let retained = _RetainedPost.version(of: sender) ?? 0
         if !live.load(ordering: .acquiring) {
+            let item = _UncheckedSendable((payload, retained))
             let kept = parked.withLock { list -> Bool in
                 if live.load(ordering: .acquiring) { return false }
-                list.append((payload, retained))
+                list.append(item)
                 return true
             }
             if kept { return true }
@@ -123,13 +127,14 @@ final class _Replay<Payload>: @unchecked Sendable {
             if target.alive { _ = entry.run(payload, target: target, route: route) }
         }
         while true {
-            let batch = parked.withLock { list -> [(Payload, UInt64)] in
+            let batch = parked.withLock { list -> [_UncheckedSendable<(Payload, UInt64)>] in
                 if list.isEmpty { live.store(true, ordering: .releasing) }
                 defer { list = [] }
                 return list
             }
             if batch.isEmpty { return }
-            for (payload, retained) in batch where retained == 0 || retained > replayed {
+            for item in batch where item.value.1 == 0 || item.value.1 > replayed {
+                let payload = item.value.0
                 let target = entry.target()
                 if target.alive { _ = entry.run(payload, target: target, route: route) }
             }
