@@ -50,7 +50,7 @@ extension PostCenter {
         _ topic: Topic<Payload>, on actor: A, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, Payload) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: topic._key)
+        _add(_ActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
     }
 
     /// Subscribes `handler` to every post of `name`, running it isolated to `actor`, with the
@@ -82,6 +82,6 @@ extension PostCenter {
         _ name: String, on actor: A, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, PostObject) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: _NameKey(name))
+        _add(_ActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
     }
 }

@@ -219,6 +219,28 @@ struct ActorDeliveryTests {
         withExtendedLifetime(token) {}
     }
 
+    @Test func aLongBurstReachesTheActorInOrderAndEveryPayloadIsReleasedOnceHandled() async {
+        let center = PostCenter()
+        let topic = Topic<Tracked>("long burst")
+        let live = LiveObjects()
+        let progress = Progress()
+        let inbox = GatedInbox<String>("long burst", reached: progress.continuation)
+        let token = center.subscribe(topic, on: inbox) { inbox, value in inbox.receive(value.name) }
+        // 1,000 payloads wait while the actor cannot run: the mailbox grows several times over,
+        // moving the payloads it holds, and must neither lose, duplicate nor leak one.
+        inbox.executor.queue.suspend()
+        for i in 0..<1_000 { #expect(center.post(topic, Tracked("\(i)", live: live)) == 1) }
+        #expect(live.alive == 1_000)
+        inbox.executor.queue.resume()
+        await progress.wait(for: 1_000)
+        #expect(await inbox.values == (0..<1_000).map { "\($0)" })
+        // The drain releases each batch before it looks for the next, and the last batch before
+        // it reports the count the wait above saw; a yield later, all are gone.
+        inbox.executor.queue.sync {}
+        #expect(live.alive == 0, "payloads the handler has seen are still held by the mailbox")
+        withExtendedLifetime(token) {}
+    }
+
     // MARK: Lifetime
 
     @Test func theActorIsHeldWeaklyAndOnceGoneIsNotReachedOrCounted() async {

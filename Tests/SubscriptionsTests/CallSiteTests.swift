@@ -9,6 +9,8 @@ private final class SitePinger: SiteObserver {
     func ping() {}
 }
 
+private actor SiteActor {}
+
 private final class SiteOwner {
     func handle(_ post: PostObject) {}
 }
@@ -33,6 +35,7 @@ struct CallSiteTests {
         let center = PostCenter()
         let topic = Topic<Int>("count")
         let owner = SiteOwner()
+        let onActor = SiteActor()
         let tokens = [
             center.subscribe("a", fileID: "App/A.swift", line: 1) { _ in },
             center.subscribe(topic, fileID: "App/B.swift", line: 2) { _ in },
@@ -41,6 +44,8 @@ struct CallSiteTests {
             center.subscribe("a", from: owner, fileID: "App/E.swift", line: 5) { _ in },
             center.register("a", observer: owner, fileID: "App/F.swift", line: 6, selector: SiteOwner.handle),
             PostCenter.subscribe("a", fileID: "App/G.swift", line: 7) { _ in },
+            center.subscribe(topic, on: onActor, fileID: "App/H.swift", line: 8) { _, _ in },
+            center.subscribe("a", on: onActor, fileID: "App/I.swift", line: 9) { _, _ in },
         ]
         #expect(
             tokens.map { String(reflecting: $0) } == [
@@ -51,8 +56,10 @@ struct CallSiteTests {
                 "Subscription(\"a\", App/E.swift:5, active)",
                 "Subscription(\"a\", App/F.swift:6, active)",
                 "Subscription(\"a\", App/G.swift:7, active)",
+                "Subscription(\"count\", App/H.swift:8, active)",
+                "Subscription(\"a\", App/I.swift:9, active)",
             ])
-        withExtendedLifetime(owner) {}
+        withExtendedLifetime((owner, onActor)) {}
     }
 
     @Test func protocolObserverTokenNamesTheProtocolAndItsCallSite() {

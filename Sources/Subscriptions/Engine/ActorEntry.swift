@@ -2,14 +2,19 @@ import Synchronization
 
 /// A registration whose handler runs isolated to an actor, which it holds weakly.
 ///
-/// **Mailbox.** A post appends its payload to `mailbox.pending` under the mailbox's own lock (never
-/// the route's) and returns. The first post of a burst (`draining` was `false`) also starts one
-/// task, which hops onto the actor and drains the mailbox: it swaps the pending array for its
-/// own empty one under the lock, calls the handler for each payload without the lock, and repeats
-/// until it finds the mailbox empty, clearing `draining` under the same lock. So the posts of a
-/// burst cost one task, payloads reach the handler in the order their posts took the lock (post
-/// order, for posts of one thread), nothing is run twice, and in the steady state a delivery
-/// allocates nothing: the two arrays keep their capacity.
+/// **Mailbox.** A post appends its payload to the `pending` buffer under the mailbox's own lock
+/// (never the route's) and returns. The first post of a burst (`draining` was `false`) also starts
+/// one task, which hops onto the actor and drains the mailbox: it exchanges the pending buffer for
+/// its own empty one under the lock, calls the handler for each payload without the lock, and
+/// repeats until it finds the mailbox empty, clearing `draining` under the same lock. So the posts
+/// of a burst cost one task, payloads reach the handler in the order their posts took the lock
+/// (post order, for posts of one thread), nothing is run twice, and in the steady state a delivery
+/// allocates nothing: the two buffers keep their capacity.
+///
+/// The buffers are managed by hand (`_PayloadBuffer`) rather than as `[Payload]`: this class's
+/// methods run unspecialised (they are reached through the entry's vtable), where every use of
+/// `Array<Payload>` or of a generic struct or closure over `Payload` asks the runtime for its
+/// type metadata, a hash-table lookup that cost more than the rest of the append.
 ///
 /// **Cancellation.** Each run of handler calls happens inside a queued-call frame on the route
 /// (`_beginQueuedCall`, which refuses a cancelled or paused entry), so `cancel()` on another
@@ -25,16 +30,6 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     // and read only inside a queued-call frame after checking the state, so the two never
     // overlap; `actor` is a weak reference, written once in `init`; `mailbox` is locked.
 
-    /// The mailbox, guarded by its lock.
-    struct Mailbox {
-        /// Payloads posted and not yet taken by the draining task, oldest first.
-        var pending: [Payload] = []
-        /// An empty array with capacity, handed to the next draining task.
-        var spare: [Payload] = []
-        /// Whether a draining task is scheduled or running.
-        var draining = false
-    }
-
     /// How many payloads a drain hands to the handler before it lets other work run on the actor.
     static var batchLimit: Int { 256 }
     /// How many times a drain that found the mailbox empty yields and looks again before it ends.
@@ -42,13 +37,18 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
 
     @exclusivity(unchecked) weak var actor: A?
     @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
-    /// Guarded by `locked`.
-    @exclusivity(unchecked) private var box = Mailbox()
-    /// A spin lock around `box`: its sections are a few instructions long (an append, a swap),
-    /// and the poster and the draining task take it alternately from two threads, where a mutex
-    /// that sleeps at once on contention (glibc's) costs a system call per handover. It spins a
-    /// little, then yields the processor, so a preempted holder does not stall the other side.
-    /// An atomic of this module, so ThreadSanitizer sees it.
+    /// Payloads posted and not yet taken by the draining task, oldest first. Guarded by `locked`.
+    @exclusivity(unchecked) private var pending = _PayloadBuffer()
+    /// An empty buffer with capacity, handed to the next draining task. Guarded by `locked`.
+    @exclusivity(unchecked) private var spare = _PayloadBuffer()
+    /// Whether a draining task is scheduled or running. Guarded by `locked`.
+    @exclusivity(unchecked) private var draining = false
+    /// A spin lock around the mailbox (`pending`, `spare`, `draining`): its sections are a few
+    /// instructions long (an append, an exchange), and the poster and the draining task take it
+    /// alternately from two threads, where a mutex that sleeps at once on contention (glibc's)
+    /// costs a system call per handover. It spins a little, then yields the processor, so a
+    /// preempted holder does not stall the other side. An atomic of this module, so
+    /// ThreadSanitizer sees it.
     private let locked = Atomic<Bool>(false)
 
     init(actor: A, handler: @escaping (isolated A, Payload) -> Void) {
@@ -58,12 +58,11 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
         guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
-        let start = withMailbox { box -> Bool in
-            box.pending.append(payload)
-            if box.draining { return false }
-            box.draining = true
-            return true
-        }
+        lock()
+        pending.append(payload)
+        let start = !draining
+        draining = true
+        unlock()
         if start { startDraining(route) }
         return true
     }
@@ -81,75 +80,86 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
         }
     }
 
-    /// Runs on the actor until the mailbox is empty, letting other jobs of the actor run between
-    /// batches of `batchLimit` payloads.
+    /// Runs on the actor until the mailbox is empty, letting other jobs of the actor run after
+    /// every `batchLimit` payloads.
     ///
-    /// Found empty, the drain lingers for `lingerLimit` yields before it ends the burst: a poster
-    /// that is still posting then appends to the running drain instead of paying for a new task
-    /// (and a thread wake-up) every few posts.
+    /// Found empty, the drain yields and looks again, `lingerLimit` times, before it ends the
+    /// burst: a poster that is still posting then appends to the running drain instead of paying
+    /// for a new task (and a thread wake-up) every few posts. A drain that found payloads looks
+    /// again at once: yielding after every small batch made a drain that keeps pace with its
+    /// poster pay a trip through the executor every two or three posts.
     private func drain(on actor: isolated A, _ route: _Route) async {
-        var batch = withMailbox { box in
-            var spare: [Payload] = []
-            swap(&spare, &box.spare)
-            return spare
-        }
+        lock()
+        var batch = spare.take()
+        unlock()
         var idle = 0
+        var sinceYield = 0
         while let handled = drainBatch(actor, route, &batch, finish: idle >= Self.lingerLimit) {
-            idle = handled == 0 ? idle + 1 : 0
+            if handled > 0 {
+                idle = 0
+                sinceYield += handled
+                if sinceYield < Self.batchLimit { continue }
+            } else {
+                idle += 1
+            }
+            sinceYield = 0
             await Task.yield()
         }
-        // Keep the capacity for the next burst, unless a big burst left a big array.
+        // Keep the capacity for the next burst, unless a big burst left a big buffer.
         if batch.capacity <= 4 * Self.batchLimit {
-            withMailbox { box in swap(&batch, &box.spare) }
+            lock()
+            swap(&batch, &spare)
+            unlock()
         }
+        batch.free(Payload.self)
     }
 
     /// Hands pending payloads to the handler, synchronously on the actor, until the mailbox is
     /// empty or `batchLimit` payloads were handled, and returns how many it took; `nil` when it
     /// found the mailbox empty with `finish` set, and ended the burst (cleared `draining`).
     private func drainBatch(
-        _ actor: isolated A, _ route: _Route, _ batch: inout [Payload], finish: Bool
+        _ actor: isolated A, _ route: _Route, _ batch: inout _PayloadBuffer, finish: Bool
     ) -> Int? {
         var handled = 0
         while true {
-            let more = withMailbox { box -> Bool in
-                swap(&batch, &box.pending)
-                if batch.isEmpty && finish && handled == 0 { box.draining = false }
-                return !batch.isEmpty
-            }
+            lock()
+            swap(&batch, &pending)
+            let more = batch.count > 0
+            if !more && finish && handled == 0 { draining = false }
+            unlock()
             guard more else { return finish && handled == 0 ? nil : handled }
             handled += batch.count
+            let payloads = batch.items(Payload.self)
             _withFrameCell { cell in
                 // Payloads taken before the frame is refused were posted before the pause or
                 // cancellation that refused it: dropped, like queued deliveries.
                 guard let ticket = route._beginQueuedCall(self, cell) else { return }
-                for payload in batch {
+                for payload in payloads {
                     guard state.load(ordering: .relaxed) == _Entry.active, let handler else { continue }
                     handler(actor, payload)
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
-                batch.removeAll(keepingCapacity: true)
+                batch.removeAll(Payload.self)
                 route._endCall(ticket)
             }
-            batch.removeAll(keepingCapacity: true)
+            batch.removeAll(Payload.self)
             if handled >= Self.batchLimit { return handled }
         }
     }
 
     /// Drops what is pending and ends the burst (the actor is gone).
     private func dropPending() {
-        var dropped: [Payload] = []
-        withMailbox { box in
-            swap(&dropped, &box.pending)
-            box.draining = false
-        }
+        lock()
+        var dropped = pending.take()
+        draining = false
+        unlock()
         // Released here, outside the lock: a payload's deinit is user code.
-        withExtendedLifetime(dropped) {}
+        dropped.free(Payload.self)
     }
 
-    /// Runs `body` with the mailbox, under the spin lock. `body` must not run user code.
+    /// Takes the mailbox's spin lock. The section it opens must not run user code.
     @inline(__always)
-    private func withMailbox<R>(_ body: (inout Mailbox) -> R) -> R {
+    private func lock() {
         var attempt = 0
         while !locked.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
             repeat {
@@ -161,23 +171,90 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
                 }
             } while locked.load(ordering: .relaxed)
         }
-        defer { locked.store(false, ordering: .releasing) }
-        return body(&box)
+    }
+
+    /// Releases the mailbox's spin lock.
+    @inline(__always)
+    private func unlock() {
+        locked.store(false, ordering: .releasing)
     }
 
     override func releaseHandler() {
-        var dropped: ([Payload], [Payload]) = ([], [])
-        withMailbox { box in
-            swap(&dropped.0, &box.pending)
-            swap(&dropped.1, &box.spare)
-        }
+        lock()
+        var dropped = (pending.take(), spare.take())
+        unlock()
         handler = nil
-        withExtendedLifetime(dropped) {}
+        dropped.0.free(Payload.self)
+        dropped.1.free(Payload.self)
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
         guard let actor else { return false }
         keep.append(actor)
         return true
+    }
+
+    deinit {
+        pending.free(Payload.self)
+        spare.free(Payload.self)
+    }
+}
+
+/// A growable buffer of payloads of one type, the type given by each call (its owner knows it):
+/// `Array` without the array's type metadata, for code that runs unspecialised. Not a class and
+/// not copyable in spirit: exactly one variable owns a buffer's memory at a time (the owner moves
+/// it with `take()` or `swap`), and `free` must be called once with the payload type.
+struct _PayloadBuffer {
+    /// The storage, or `nil` before the first append.
+    private var base: UnsafeMutableRawPointer?
+    /// Initialised payloads at the start of the storage.
+    private(set) var count = 0
+    /// Payloads the storage has room for.
+    private(set) var capacity = 0
+
+    /// Appends `payload`, growing the storage (doubling, at least 16) when it is full.
+    @inline(__always)
+    mutating func append<Payload>(_ payload: Payload) {
+        if count == capacity { grow(Payload.self) }
+        (base.unsafelyUnwrapped.assumingMemoryBound(to: Payload.self) + count).initialize(to: payload)
+        count += 1
+    }
+
+    private mutating func grow<Payload>(_: Payload.Type) {
+        let newCapacity = Swift.max(16, capacity * 2)
+        let storage = UnsafeMutablePointer<Payload>.allocate(capacity: newCapacity)
+        if let base {
+            storage.moveInitialize(from: base.assumingMemoryBound(to: Payload.self), count: count)
+            base.deallocate()
+        }
+        base = UnsafeMutableRawPointer(storage)
+        capacity = newCapacity
+    }
+
+    /// The payloads, valid until the next mutation.
+    func items<Payload>(_: Payload.Type) -> UnsafeBufferPointer<Payload> {
+        UnsafeBufferPointer(start: base?.assumingMemoryBound(to: Payload.self), count: count)
+    }
+
+    /// Deinitialises the payloads (which may run their deinits: never under a lock), keeping the
+    /// storage.
+    mutating func removeAll<Payload>(_: Payload.Type) {
+        guard count > 0 else { return }
+        base.unsafelyUnwrapped.assumingMemoryBound(to: Payload.self).deinitialize(count: count)
+        count = 0
+    }
+
+    /// Moves the buffer out, leaving an empty one without storage.
+    mutating func take() -> _PayloadBuffer {
+        let taken = self
+        self = _PayloadBuffer()
+        return taken
+    }
+
+    /// Deinitialises the payloads and frees the storage (never under a lock).
+    mutating func free<Payload>(_ type: Payload.Type) {
+        removeAll(type)
+        base?.deallocate()
+        self = _PayloadBuffer()
     }
 }
