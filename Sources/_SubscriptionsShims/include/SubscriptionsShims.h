@@ -14,6 +14,13 @@ static inline void _subscriptions_compiler_fence(void) {
     atomic_signal_fence(memory_order_seq_cst);
 }
 
+/// Asks the processor to start loading the cache line at `address` for reading; never faults,
+/// even for an address that is no longer mapped, so a post may hint at an entry it has not yet
+/// checked is alive.
+static inline void _subscriptions_prefetch(const void *address) {
+    __builtin_prefetch(address, 0, 3);
+}
+
 /// 1 when posts must pay full fences themselves (the symmetric protocol): no process-wide fence,
 /// `SUBSCRIPTIONS_PROCESS_FENCE=off`, or a ThreadSanitizer build (it cannot see membarrier).
 /// Set once before `main` runs.
