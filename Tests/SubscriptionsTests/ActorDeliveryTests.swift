@@ -241,6 +241,25 @@ struct ActorDeliveryTests {
         withExtendedLifetime(token) {}
     }
 
+    @Test func aPostOfAnotherStaticTypeReachesTheActorExactlyWhenItsValueIsAPayload() async {
+        let center = PostCenter()
+        let progress = Progress()
+        let inbox = Inbox<String>(reached: progress.continuation)
+        let token = center.subscribe(Topic<Animal>("pets"), on: inbox) { inbox, animal in inbox.receive(animal.name) }
+        // Posted as the subscription's own type, as a subclass (a cast finds it), and as an
+        // unrelated type (nothing to deliver, not counted).
+        let counts = [
+            center.post(Topic<Animal>("pets"), Animal("cat")),
+            center.post(Topic<Dog>("pets"), Dog("rex")),
+            center.post(Topic<String>("pets"), "not an animal"),
+            center.post(Topic<Animal>("pets"), Dog("fido")),
+        ]
+        #expect(counts == [1, 1, 0, 1])
+        await progress.wait(for: counts.reduce(0, +))
+        #expect(await inbox.values == ["cat", "rex", "fido"])
+        withExtendedLifetime(token) {}
+    }
+
     // MARK: Lifetime
 
     @Test func theActorIsHeldWeaklyAndOnceGoneIsNotReachedOrCounted() async {

@@ -58,13 +58,28 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
         guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+        append(payload, route)
+        return true
+    }
+
+    /// A typed post of exactly `Payload` (the common case) hands the value over without an
+    /// envelope or a cast; any other type takes the envelope path, which casts.
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        guard actor != nil else { return false }
+        append(payload.assumingMemoryBound(to: Payload.self).pointee, route)
+        return true
+    }
+
+    /// Appends `payload` to the mailbox and starts a drain if none is scheduled or running.
+    @inline(__always)
+    private func append(_ payload: Payload, _ route: _Route) {
         lock()
         pending.append(payload)
         let start = !draining
         draining = true
         unlock()
         if start { startDraining(route) }
-        return true
     }
 
     /// Starts the one task of a burst. It holds the actor strongly only while it runs.

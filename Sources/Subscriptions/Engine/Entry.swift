@@ -41,6 +41,13 @@ class _Entry: @unchecked Sendable {
         fatalError("_Entry.deliver must be overridden")
     }
 
+    /// The slow path of a typed post, offered before any envelope is made: `payload` points to
+    /// the posted value, whose static type is exactly `type`. Returns whether the handler ran or
+    /// was scheduled, or `nil` (the default) when this entry wants the envelope instead, and the
+    /// post calls `deliver(_:sender:route:)`. Called like that method. An entry that takes the
+    /// payload here skips the envelope's allocations and the dynamic cast out of it.
+    func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? { nil }
+
     /// Whether the registration can still be reached. For observer registrations this loads the
     /// observer: the strong reference is appended to `keep`, so that the caller releases it after
     /// unlocking (an observer's deinit is user code and must never run under a lock).

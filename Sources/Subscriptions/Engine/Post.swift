@@ -89,11 +89,10 @@ extension PostCenter {
     ///
     /// Entries whose class is `direct` (an immediate handler of exactly the posted payload type)
     /// are called through `call`: no cast, no virtual call, no reference counting. Every other
-    /// entry gets the envelope through its `deliver` method, which casts and filters as needed.
+    /// entry goes to `other`, which returns whether its handler ran or was scheduled.
     @inline(__always)
     func _walk(
-        _ start: _PostStart, direct: ObjectIdentifier, sender: AnyObject?,
-        call: (_Entry) -> Void, envelope: () -> PostObject
+        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) -> Void, other: (_Entry) -> Bool
     ) -> Int {
         var delivered = 0
         let buffer = start.buffer
@@ -114,7 +113,7 @@ extension PostCenter {
                 if ObjectIdentifier(type(of: entry)) == direct {
                     call(entry)
                     delivered &+= 1
-                } else if entry.deliver(envelope(), sender: sender, route: start.route.takeUnretainedValue()) {
+                } else if other(entry) {
                     delivered &+= 1
                 }
             }
@@ -168,15 +167,27 @@ extension PostCenter {
         return _inPostFrame(key) { start in
             var made: PostObject?
             return _walk(
-                start, direct: direct, sender: sender,
+                start, direct: direct,
                 call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-                envelope: {
-                    if let made { return made }
-                    let object = PostObject(_typed: payload)
-                    made = object
-                    return object
-                })
+                other: { _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made) })
         }
+    }
+
+    /// A typed post's slow path, out of line so that the walk's loop stays small: offers the
+    /// payload itself to `entry` (`deliver(payload:of:route:)`, for entries that take it without
+    /// an envelope), and otherwise hands it the envelope, made once per post in `envelope`.
+    @inline(never)
+    func _deliverTyped<Payload>(
+        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?,
+        envelope made: inout PostObject?
+    ) -> Bool {
+        let route = route.takeUnretainedValue()
+        if let taken = withUnsafePointer(to: payload, { entry.deliver(payload: $0, of: Payload.self, route: route) }) {
+            return taken
+        }
+        let object = made ?? PostObject(_typed: payload)
+        made = object
+        return entry.deliver(object, sender: sender, route: route)
     }
 
     /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
@@ -185,9 +196,9 @@ extension PostCenter {
         _inPostFrame(key) { start in
             let object = makeEnvelope()
             return _walk(
-                start, direct: ObjectIdentifier(_EnvelopeHandler.self), sender: sender,
+                start, direct: ObjectIdentifier(_EnvelopeHandler.self),
                 call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-                envelope: { object })
+                other: { $0.deliver(object, sender: sender, route: start.route.takeUnretainedValue()) })
         }
     }
 
