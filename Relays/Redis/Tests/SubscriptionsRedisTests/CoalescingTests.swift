@@ -43,25 +43,32 @@ struct CoalescingTests {
         withExtendedLifetime((tokens, locals)) {}
     }
 
-    @Test func runsOfTwoNamesKeepTheirGlobalOrder() throws {
+    @Test func runsOfThreeNamesKeepTheirGlobalOrder() throws {
         let pair = try Pair(prefix: uniquePrefix())
         let tokens = [
-            pair.relayA.relay(.chat), pair.relayB.relay(.chat), pair.relayA.relay("n"), pair.relayB.relay("n"),
+            pair.relayA.relay(.chat), pair.relayB.relay(.chat), pair.relayA.relay(.reply), pair.relayB.relay(.reply),
+            pair.relayA.relay("n"), pair.relayB.relay("n"),
         ]
         let log = Collector<String>()
         let locals = [
-            pair.b.subscribe(.chat) { log.append("c\($0.seq)") }, pair.b.subscribe("n") { log.append("n\($0.flag)") },
+            pair.b.subscribe(.chat) { log.append("c\($0.seq)") }, pair.b.subscribe(.reply) { log.append("r\($0.seq)") },
+            pair.b.subscribe("n") { log.append("n\($0.flag)") },
         ]
         #expect(pair.waitUntilReady())
 
+        // Two typed names (same kind: only the channel tells their posts apart) and a plain one.
         var expected: [String] = []
         var seq = 0
-        for (round, run) in [1, 70, 3, 130, 2, 64, 65, 1, 1, 200].cycled(to: 20_000).enumerated() {
+        for (round, run) in [1, 70, 3, 130, 2, 64, 65, 1, 1, 200, 5].cycled(to: 20_000).enumerated() {
             for _ in 0..<run {
-                if round % 2 == 0 {
+                switch round % 3 {
+                case 0:
                     pair.a.post(.chat, Message(seq: seq, text: ""))
                     expected.append("c\(seq)")
-                } else {
+                case 1:
+                    pair.a.post(.reply, Message(seq: seq, text: ""))
+                    expected.append("r\(seq)")
+                default:
                     pair.a.post("n", flag: String(seq))
                     expected.append("n\(seq)")
                 }
@@ -89,10 +96,16 @@ struct CoalescingTests {
         let relayA = try RedisRelay(
             center: a, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: options)
         let relayB = try RedisRelay(center: b, host: "127.0.0.1", port: server.port, channelPrefix: prefix)
-        let tokens = [relayA.relay(.chat), relayB.relay(.chat), relayA.relay("n"), relayB.relay("n")]
+        let tokens = [
+            relayA.relay(.chat), relayB.relay(.chat), relayA.relay(.reply), relayB.relay(.reply), relayA.relay("n"),
+            relayB.relay("n"),
+        ]
         let log = Collector<String>()
-        let locals = [b.subscribe(.chat) { log.append("c\($0.seq)") }, b.subscribe("n") { log.append("n\($0.flag)") }]
-        let raw = try RawSubscriber(port: server.port, channels: [prefix + "chat", prefix + "n"])
+        let locals = [
+            b.subscribe(.chat) { log.append("c\($0.seq)") }, b.subscribe(.reply) { log.append("r\($0.seq)") },
+            b.subscribe("n") { log.append("n\($0.flag)") },
+        ]
+        let raw = try RawSubscriber(port: server.port, channels: [prefix + "chat", prefix + "reply", prefix + "n"])
         #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
 
         server.freeze(true)
@@ -102,10 +115,14 @@ struct CoalescingTests {
             expected.append("c\(seq)")
         }
         for seq in 130..<133 {
+            a.post(.reply, Message(seq: seq, text: ""))
+            expected.append("r\(seq)")
+        }
+        for seq in 133..<135 {
             a.post("n", flag: String(seq))
             expected.append("n\(seq)")
         }
-        for seq in 133..<135 {
+        for seq in 135..<137 {
             a.post(.chat, Message(seq: seq, text: ""))
             expected.append("c\(seq)")
         }
@@ -121,9 +138,10 @@ struct CoalescingTests {
         #expect(counts.reduce(0, +) == expected.count)
         #expect(counts.allSatisfy { (1...64).contains($0) }, "\(counts)")
         // The first command takes what was queued when the publisher woke (1 to 64 chat posts);
-        // the rest waited for its reply: the other chat posts in 64s, the 3 plain ones, the last 2.
-        #expect((5...6).contains(counts.count), "\(counts)")
-        #expect(Array(counts.suffix(2)) == [3, 2], "\(counts)")
+        // the rest waited for its reply: the other chat posts in 64s, then the 3 replies, the 2
+        // plain posts and the last 2 chats.
+        #expect((6...7).contains(counts.count), "\(counts)")
+        #expect(Array(counts.suffix(3)) == [3, 2, 2], "\(counts)")
         withExtendedLifetime((tokens, locals, server)) {}
     }
 }
