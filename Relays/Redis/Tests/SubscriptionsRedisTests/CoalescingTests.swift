@@ -23,6 +23,7 @@ struct CoalescingTests {
         let pair = try Pair(prefix: uniquePrefix())
         let tokens = [
             pair.relayA.relay(.chat), pair.relayB.relay(.chat), pair.relayA.relay("n"), pair.relayB.relay("n"),
+            pair.relayB.relay(fence),
         ]
         let chats = Collector<Message>()
         let flags = Collector<String>()
@@ -40,6 +41,12 @@ struct CoalescingTests {
         #expect(eventually { pair.relayA.publishedPosts == 2 * count })
         #expect(pair.relayA.droppedPosts == 0)
         #expect(pair.relayB.rejectedMessages == 0)
+        // B relays both names too, but never publishes what it received: had it re-published the
+        // batches' posts, they would have been acknowledged before this fence.
+        pair.b.post(fence, flag: "done")
+        #expect(eventually { pair.relayB.publishedPosts + pair.relayB.droppedPosts >= 1 })
+        #expect(pair.relayB.publishedPosts == 1)
+        #expect(pair.relayB.droppedPosts == 0)
         withExtendedLifetime((tokens, locals)) {}
     }
 
