@@ -1,6 +1,6 @@
 import Foundation
 
-/// The relay's compact binary `Codable` format (the body of a typed post, wire version 2).
+/// The relay's compact binary `Codable` format (the body of a typed post since wire version 2).
 ///
 /// Every value is a tag byte and its data, so any value can be skipped without its type:
 ///

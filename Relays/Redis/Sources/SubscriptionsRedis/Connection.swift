@@ -57,19 +57,31 @@ final class _Connection {
         }
     }
 
-    /// Appends `PUBLISH channel message` for every post of `batch` to the output buffer: the
-    /// commands are formatted (RESP) into one reused buffer and handed to hiredis in one call, no
-    /// per-command formatting or allocation.
-    func appendPublishes(_ batch: [_Outgoing]) {
+    /// Appends one `PUBLISH` for each message of `batch` to the output buffer: `counts` gives the
+    /// messages in order, as the number of consecutive posts of `batch` each carries (one: the
+    /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
+    /// The commands are formatted (RESP) into one reused buffer and handed to hiredis in one call,
+    /// no per-command formatting or allocation.
+    func appendPublishes(_ batch: [_Outgoing], counts: [Int]) {
         scratch.removeAll(keepingCapacity: true)
-        for post in batch {
+        var start = batch.startIndex
+        for count in counts {
+            let channel = batch[start].channel
             scratch.append(contentsOf: Self.publishPrefix)
-            _appendLength(post.channel.count, to: &scratch)
-            scratch.append(contentsOf: post.channel)
+            _appendLength(channel.count, to: &scratch)
+            scratch.append(contentsOf: channel)
             scratch.append(contentsOf: [13, 10])
-            _appendLength(post.message.count, to: &scratch)
-            scratch.append(contentsOf: post.message)
+            if count == 1 {
+                let message = batch[start].message
+                _appendLength(message.count, to: &scratch)
+                scratch.append(contentsOf: message)
+            } else {
+                let posts = batch[start..<(start + count)]
+                _appendLength(_Wire.batchLength(posts), to: &scratch)
+                _Wire.appendBatch(posts, to: &scratch)
+            }
             scratch.append(contentsOf: [13, 10])
+            start += count
         }
         scratch.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { bytes in
@@ -123,17 +135,16 @@ final class _Connection {
     }
 
     /// For a connection that only ever sends `PUBLISH` (whose replies are one line each: `:n` or
-    /// `-error`): reads what the socket holds and counts the replies it completes, without
-    /// hiredis's reader (no reply object per post). `nil` at end of stream or on error. Call it
-    /// only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
-    func readPublishReplies() -> (acknowledged: Int, failed: Int)? {
-        var acknowledged = 0
-        var failed = 0
+    /// `-error`): reads what the socket holds and calls `reply` for each reply it completes, in
+    /// order, with `true` for a number and `false` for an error, without hiredis's reader (no reply
+    /// object per command). `false` at end of stream or on error. Call it only after `poll`
+    /// reported input; do not mix it with `readAvailable()` on one connection.
+    func readPublishReplies(_ reply: (_ acknowledged: Bool) -> Void) -> Bool {
         let received = lineBuffer.withUnsafeMutableBytes { buffer in
             recv(fd, buffer.baseAddress, buffer.count, 0)
         }
-        if received < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { return (0, 0) }
-        if received <= 0 { return nil }
+        if received < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { return true }
+        if received <= 0 { return false }
         lineBuffer.withUnsafeBytes { buffer in
             for index in 0..<received {
                 let byte = buffer[index]
@@ -142,12 +153,12 @@ final class _Connection {
                     atLineStart = false
                 }
                 if byte == 10 {
-                    if lineIsError { failed += 1 } else { acknowledged += 1 }
+                    reply(!lineIsError)
                     atLineStart = true
                 }
             }
         }
-        return (acknowledged, failed)
+        return true
     }
 
     private var lineBuffer = [UInt8](repeating: 0, count: 16 * 1024)

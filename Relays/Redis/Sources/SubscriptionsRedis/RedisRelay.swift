@@ -29,7 +29,9 @@ import Subscriptions
 /// The relay runs two threads, each with its own connection. The **publisher** drains a queue
 /// that local posts fill (a post encodes its payload on the posting thread, appends it to the
 /// queue under a short lock and returns; it never waits for Redis). It pipelines `PUBLISH`
-/// commands, up to ``Options/pipelineDepth`` ahead of their replies. The **subscriber** posts
+/// commands, up to ``Options/pipelineDepth`` ahead of their replies, and packs consecutive queued
+/// posts of one name into one message (up to 64 posts or about 16 KiB), so that under load many
+/// posts ride one command; it never waits to fill a message, so a lone post goes out at once. The **subscriber** posts
 /// received messages on `center`, one at a time: handlers with ``Delivery/immediate`` run on that
 /// thread, so keep them short or give them a queue.
 ///
@@ -61,7 +63,8 @@ public final class RedisRelay: Sendable {
         /// The first and the longest wait between reconnection attempts; the wait doubles after
         /// each failure. 20 ms to 1 s by default.
         public var reconnectDelay: ClosedRange<Duration> = .milliseconds(20) ... .seconds(1)
-        /// How many `PUBLISH` commands the publisher sends ahead of their replies. 128 by default.
+        /// How many `PUBLISH` commands the publisher sends ahead of their replies (a command carries
+        /// one post, or up to 64 consecutive queued posts of one name). 128 by default.
         public var pipelineDepth = 128
         /// How many posts may wait for the publisher; more are dropped and counted in
         /// ``RedisRelay/droppedPosts``. 100,000 by default.
@@ -161,6 +164,15 @@ public final class RedisRelay: Sendable {
             guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
             center?.post(topic, value)
             return true
+        } deliverBatch: { [weak center] batch in
+            var values: [Payload] = []
+            values.reserveCapacity(batch.count)
+            for body in batch {
+                guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
+                values.append(value)
+            }
+            if let center { for value in values { center.post(topic, value) } }
+            return true
         }
         let lease = core.bind(topic.name, inbound, owner: self)
         return center.subscribe(topic) { [lease] payload in
@@ -194,6 +206,15 @@ public final class RedisRelay: Sendable {
         let inbound = _Inbound(kind: _Wire.plain) { [weak center] body in
             guard let flag = String(validating: body, as: UTF8.self) else { return false }
             center?.post(name, flag: flag)
+            return true
+        } deliverBatch: { [weak center] batch in
+            var flags: [String] = []
+            flags.reserveCapacity(batch.count)
+            for body in batch {
+                guard let flag = String(validating: body, as: UTF8.self) else { return false }
+                flags.append(flag)
+            }
+            if let center { for flag in flags { center.post(name, flag: flag) } }
             return true
         }
         let lease = core.bind(name, inbound, owner: self)

@@ -104,7 +104,8 @@ final class _RelayCore: Sendable {
     }
 }
 
-/// A post on its way to Redis.
+/// A post on its way to Redis: `message` is a whole single-post message (header, kind, body; see
+/// `_Wire`), which the publisher may coalesce with its neighbours into a batch message.
 struct _Outgoing: Sendable {
     let channel: [UInt8]
     let message: [UInt8]
@@ -124,11 +125,32 @@ struct _Outbox: Sendable {
 
     var count: Int { items.count - head }
 
-    /// Moves up to `limit` posts, oldest first, into `batch`.
-    mutating func take(upTo limit: Int, into batch: inout [_Outgoing]) {
-        let end = head + Swift.min(limit, count)
-        batch.append(contentsOf: items[head..<end])
-        head = end
+    /// Moves posts, oldest first, into `batch`, grouped into at most `limit` messages: each run of
+    /// consecutive posts of one channel and kind (at most `_Wire.batchMaxPosts` posts, and no more
+    /// once their bodies reach `_Wire.batchMaxBytes` bytes) is one message, whose post count is
+    /// appended to `messages`. Only what is queued now is taken: a post never waits for company.
+    mutating func take(messages limit: Int, into batch: inout [_Outgoing], counts messages: inout [Int]) {
+        var index = head
+        var taken = 0
+        while taken < limit && index < items.count {
+            let first = items[index]
+            let kind = first.message[_Wire.headerLength - 1]
+            var bytes = first.message.count - _Wire.headerLength
+            var end = index + 1
+            while end < items.count && end - index < _Wire.batchMaxPosts {
+                let next = items[end]
+                bytes += next.message.count - _Wire.headerLength
+                guard bytes <= _Wire.batchMaxBytes, next.channel == first.channel,
+                    next.message[_Wire.headerLength - 1] == kind
+                else { break }
+                end += 1
+            }
+            messages.append(end - index)
+            taken += 1
+            index = end
+        }
+        batch.append(contentsOf: items[head..<index])
+        head = index
         if head == items.count {
             items.removeAll(keepingCapacity: true)
             head = 0
@@ -165,10 +187,17 @@ final class _Inbound: Sendable {
     let kind: UInt8
     /// Decodes the body and posts it; `false` when the body is malformed.
     let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
+    /// Decodes every body of a batch, then, only when all of them decode, posts them in order;
+    /// `false` (and nothing posted) when one is malformed.
+    let deliverBatch: @Sendable (_Wire.Batch) -> Bool
 
-    init(kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
+    init(
+        kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
+        deliverBatch: @escaping @Sendable (_Wire.Batch) -> Bool
+    ) {
         self.kind = kind
         self.deliver = deliver
+        self.deliverBatch = deliverBatch
     }
 
     /// This binding's identity, set as the thread marker while it posts on the center.

@@ -5,7 +5,7 @@ import Foundation
 /// every message from another relay on the center.
 ///
 /// It is the only thread that posts inbound messages, so they reach the center in the order Redis
-/// delivered them. While it posts one, the thread marker names that channel's binding, so the
+/// delivered them (a batch message's posts in their order, once the whole batch checked out). While it posts one, the thread marker names that channel's binding, so the
 /// relay's own handler does not publish it back. When the connection fails it reconnects with
 /// exponential backoff and subscribes again; messages published meanwhile are lost (pub/sub is
 /// at-most-once).
@@ -118,6 +118,11 @@ private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisRepl
             core.rejected.add(1, ordering: .relaxed)
         case .post(let kind, let body):
             let delivered = kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
+            if !delivered { core.rejected.add(1, ordering: .relaxed) }
+        case .batch(let batch):
+            // All or nothing: one rejected message, and none of its posts made, when any entry is bad.
+            let delivered =
+                batch.kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliverBatch(batch) }
             if !delivered { core.rejected.add(1, ordering: .relaxed) }
         }
         return

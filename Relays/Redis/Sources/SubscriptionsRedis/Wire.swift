@@ -1,20 +1,35 @@
 import Foundation
 
-/// The message format on a relayed channel: `SR2` magic (version 2), the sender relay's origin id as 16
+/// The message format on a relayed channel: `SR3` magic (version 3), the sender relay's origin id as 16
 /// lowercase hex digits, a kind byte, then the body.
 ///
-/// - kind `t`: a typed post; the body is the payload in the relay's binary `Codable` format
-///   (`_Codec`). Version 1 (`SR1`) carried JSON; its messages are now foreign.
-/// - kind `p`: a plain post; the body is the `PostObject`'s flag in UTF-8.
+/// - kind `t`: one typed post; the body is the payload in the relay's binary `Codable` format
+///   (`_Codec`).
+/// - kind `p`: one plain post; the body is the `PostObject`'s flag in UTF-8.
+/// - kind `b`: a batch of consecutive posts of one channel, oldest first. The body is the posts'
+///   kind byte (`t` or `p`), their count as LEB128 (at least 1), then each post's body as a LEB128
+///   byte count and the bytes, and nothing after the last. The publisher coalesces posts that are
+///   already queued when it sends (never waiting for more), up to `batchMaxPosts` posts and about
+///   `batchMaxBytes` bytes; a post alone goes out as a `t` or `p` message.
 ///
-/// Anything else on a relayed channel (other publishers, other versions) is foreign: counted in
+/// A receiver checks a whole batch (framing, kinds, every body) before it posts any of it: a batch
+/// with any fault is rejected as one message and none of its posts are made.
+///
+/// Version 1 (`SR1`, JSON bodies) and version 2 (`SR2`, no batches) messages are foreign. Anything
+/// else on a relayed channel (other publishers, other versions) is foreign: counted in
 /// `RedisRelay.rejectedMessages` and skipped.
 enum _Wire {
-    static let magic: [UInt8] = Array("SR2".utf8)
+    static let magic: [UInt8] = Array("SR3".utf8)
     static let originLength = 16
     static let headerLength = magic.count + originLength + 1
     static let typed = UInt8(ascii: "t")
     static let plain = UInt8(ascii: "p")
+    static let batch = UInt8(ascii: "b")
+    /// At most this many posts ride one batch message.
+    static let batchMaxPosts = 64
+    /// A batch takes no further post once its bodies hold this many bytes (a post is never split, and
+    /// a post larger than this goes alone).
+    static let batchMaxBytes = 16 * 1024
 
     /// The header of every message a relay with `origin` publishes, without the kind byte.
     static func header(origin: UInt64) -> [UInt8] {
@@ -32,15 +47,64 @@ enum _Wire {
         return message
     }
 
+    /// The byte count of the batch message that carries `posts` (whole single-post messages of
+    /// one kind, each `headerLength` bytes of header and kind, then the body).
+    static func batchLength(_ posts: ArraySlice<_Outgoing>) -> Int {
+        var length = headerLength + 1 + _varintLength(UInt64(posts.count))
+        for post in posts {
+            let body = post.message.count - headerLength
+            length += _varintLength(UInt64(body)) + body
+        }
+        return length
+    }
+
+    /// Appends the batch message that carries `posts` (see `batchLength`) to `bytes`: the header
+    /// of the first, then each post's body.
+    static func appendBatch(_ posts: ArraySlice<_Outgoing>, to bytes: inout [UInt8]) {
+        let first = posts[posts.startIndex].message
+        bytes.append(contentsOf: first[..<(headerLength - 1)])
+        bytes.append(batch)
+        bytes.append(first[headerLength - 1])
+        _appendVarint(UInt64(posts.count), to: &bytes)
+        for post in posts {
+            _appendVarint(UInt64(post.message.count - headerLength), to: &bytes)
+            bytes.append(contentsOf: post.message[headerLength...])
+        }
+    }
+
+    /// A batch body whose framing was checked: `count` posts of `kind`, each a LEB128 byte count
+    /// and the bytes, filling `entries` exactly. Iterating it yields each post's body, oldest first.
+    struct Batch: Sequence {
+        let kind: UInt8
+        let count: Int
+        let entries: UnsafeRawBufferPointer
+
+        func makeIterator() -> Iterator { Iterator(reader: _Reader(bytes: entries)) }
+
+        /// Yields the bodies of a checked batch.
+        struct Iterator: IteratorProtocol {
+            let reader: _Reader
+            var offset = 0
+
+            mutating func next() -> UnsafeRawBufferPointer? {
+                guard offset < reader.bytes.count else { return nil }
+                // Checked when the batch was parsed: cannot fail.
+                return try? reader.run(at: &offset)
+            }
+        }
+    }
+
     /// What a received message is.
     enum Parsed {
         case mine
         case foreign
         case post(kind: UInt8, body: UnsafeRawBufferPointer)
+        case batch(Batch)
     }
 
     /// Splits `bytes` into kind and body; `header` is the receiving relay's own header, to
-    /// recognise its own posts.
+    /// recognise its own posts. A batch's framing is checked here (not its bodies): one that does
+    /// not hold together is foreign.
     static func parse(_ bytes: UnsafeRawBufferPointer, ownHeader header: [UInt8]) -> Parsed {
         guard bytes.count >= headerLength, let base = bytes.baseAddress else { return .foreign }
         return header.withUnsafeBytes { header -> Parsed in
@@ -50,12 +114,45 @@ enum _Wire {
                 return .foreign
             }
             let kind = bytes[headerLength - 1]
-            guard kind == typed || kind == plain else { return .foreign }
-            return .post(kind: kind, body: UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+            let body = UnsafeRawBufferPointer(rebasing: bytes[headerLength...])
+            if kind == typed || kind == plain { return .post(kind: kind, body: body) }
+            guard kind == batch, let parsed = parseBatch(body) else { return .foreign }
+            return .batch(parsed)
         }
+    }
+
+    /// Checks a batch body's framing: a known kind, a count of at least 1, that many entries whose
+    /// lengths stay inside the body, and nothing after them.
+    static func parseBatch(_ body: UnsafeRawBufferPointer) -> Batch? {
+        let reader = _Reader(bytes: body)
+        var offset = 0
+        guard let kind = try? reader.byte(at: offset), kind == typed || kind == plain else { return nil }
+        offset += 1
+        guard let count = try? reader.varint(at: &offset), count >= 1, count <= UInt64(body.count) else {
+            return nil
+        }
+        let start = offset
+        for _ in 0..<count {
+            guard (try? reader.run(at: &offset)) != nil else { return nil }
+        }
+        guard offset == body.count else { return nil }
+        return Batch(kind: kind, count: Int(count), entries: UnsafeRawBufferPointer(rebasing: body[start...]))
     }
 }
 
 private func _isLowerHex(_ byte: UInt8) -> Bool {
     (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+}
+
+/// The byte count of `value` in LEB128.
+func _varintLength(_ value: UInt64) -> Int { max(1, (64 - value.leadingZeroBitCount + 6) / 7) }
+
+/// Appends `value` in LEB128 (7 bits a byte, low first, high bit set on all bytes but the last).
+func _appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
+    var value = value
+    while value >= 0x80 {
+        bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+        value >>= 7
+    }
+    bytes.append(UInt8(value))
 }

@@ -91,19 +91,16 @@ struct FaultTests {
         ]
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
 
-        let other = Array("SR2".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
-        func binary(_ value: some Encodable) throws -> [UInt8] {
-            var bytes: [UInt8] = []
-            try _Codec.encode(value, into: &bytes)
-            return bytes
-        }
+        let other = otherRelayHeader
         let good = try binary(Message(seq: 1, text: "ok"))
         let garbage: [[UInt8]] = [
             [],  // empty
             Array("hello".utf8),  // not from a relay
-            Array("SR2zzzzzzzzzzzzzzzzt".utf8) + good,  // origin is not hex
+            Array("SR3zzzzzzzzzzzzzzzzt".utf8) + good,  // origin is not hex
             // Version 1 (JSON bodies):
             Array("SR1".utf8) + Array(other.dropFirst(3)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
+            // Version 2 (no batches), otherwise well formed:
+            Array("SR2".utf8) + Array(other.dropFirst(3)) + [UInt8(ascii: "t")] + good,
             other + Array("t{not json".utf8),  // body does not decode
             other + [UInt8(ascii: "t")] + good.dropLast(3),  // body truncated
             other + [UInt8(ascii: "t")] + good + [0],  // trailing bytes
@@ -124,4 +121,75 @@ struct FaultTests {
         #expect(relay.rejectedMessages == garbage.count + 1)
         withExtendedLifetime((tokens, locals)) {}
     }
+
+    @Test func malformedBatchesAreCountedAndSkippedWhole() throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let center = PostCenter()
+        let relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix)
+        let tokens = [relay.relay(.chat), relay.relay("theme")]
+        let chats = Collector<Int>()
+        let themes = Collector<String>()
+        let locals = [
+            center.subscribe(.chat) { chats.append($0.seq) }, center.subscribe("theme") { themes.append($0.flag) },
+        ]
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+
+        let batch = otherRelayHeader + [UInt8(ascii: "b")]
+        let t = UInt8(ascii: "t")
+        let p = UInt8(ascii: "p")
+        let one = try entry(binary(Message(seq: 1, text: "one")))
+        let two = try entry(binary(Message(seq: 2, text: "two")))
+        let good = try binary(Message(seq: 3, text: "bad"))
+        let chatGarbage: [[UInt8]] = [
+            batch,  // no body at all
+            batch + [t],  // no count
+            batch + [t, 0x80],  // count truncated
+            batch + [t, 0],  // count zero
+            batch + [t, 1],  // count, no entry
+            batch + [t, 1, 0x80],  // entry length truncated
+            batch + [t, 1, UInt8(good.count + 5)] + good,  // length runs past the end
+            batch + [t, 3] + one + two,  // fewer entries than counted
+            batch + [t, 1] + one + [0],  // trailing bytes
+            batch + [UInt8(ascii: "x"), 1] + one,  // bad inner kind
+            batch + [p, 1] + entry(Array("dark".utf8)),  // plain posts on a typed channel
+            batch + [t, 2] + one + entry(Array(good.dropLast(2))),  // second payload truncated
+            batch + [t, 2] + one + entry(try binary(["seq": "two", "text": ""])),  // second does not decode
+            batch + [t, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F] + one,  // absurd count
+        ]
+        let themeGarbage: [[UInt8]] = [
+            batch + [p, 2] + entry(Array("first".utf8)) + entry([0xFF, 0xFE]),  // second is not UTF-8
+            batch + [t, 1] + one,  // typed posts on a plain channel
+        ]
+        try publishRaw(port: port, channel: prefix + "chat", chatGarbage)
+        try publishRaw(port: port, channel: prefix + "theme", themeGarbage)
+        // Then a good batch of each kind: once they arrive, every message before them was handled.
+        try publishRaw(port: port, channel: prefix + "chat", [batch + [t, 2] + one + two])
+        try publishRaw(
+            port: port, channel: prefix + "theme", [batch + [p, 2] + entry(Array("light".utf8)) + entry([])])
+
+        #expect(eventually { chats.count >= 2 && themes.count >= 2 })
+        // Nothing of a rejected batch was posted, not even the entries before its bad one.
+        #expect(chats.values == [1, 2])
+        #expect(themes.values == ["light", ""])
+        #expect(relay.rejectedMessages == chatGarbage.count + themeGarbage.count)
+        withExtendedLifetime((tokens, locals)) {}
+    }
+}
+
+/// The header of another relay's messages: the current magic and a fixed origin id.
+let otherRelayHeader = Array("SR3".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+
+/// `value` in the relay's binary format.
+func binary(_ value: some Encodable) throws -> [UInt8] {
+    var bytes: [UInt8] = []
+    try _Codec.encode(value, into: &bytes)
+    return bytes
+}
+
+/// A batch entry: `body`'s length in LEB128, then `body`.
+func entry(_ body: [UInt8]) -> [UInt8] {
+    var bytes: [UInt8] = []
+    _appendVarint(UInt64(body.count), to: &bytes)
+    return bytes + body
 }

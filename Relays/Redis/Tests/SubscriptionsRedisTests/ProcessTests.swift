@@ -50,7 +50,7 @@ struct ProcessTests {
         ]
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
 
-        let sent = (0..<200).map { Message(seq: $0, text: "hello \($0)") }
+        let sent = (0..<20_000).map { Message(seq: $0, text: "hello \($0)") }
         for message in sent { center.post(.chat, message) }
         for flag in ["dark", "light", "sepia"] { center.post("theme", flag: flag) }
 

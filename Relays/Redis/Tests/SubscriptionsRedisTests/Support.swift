@@ -121,7 +121,22 @@ final class RedisServer: @unchecked Sendable {
     }
 
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: its sockets stay open, it answers nothing.
-    func freeze(_ frozen: Bool) { kill(pid, frozen ? SIGSTOP : SIGCONT) }
+    /// On Linux, freezing returns once the process is stopped (signals are delivered asynchronously).
+    func freeze(_ frozen: Bool) {
+        let pid = self.pid
+        kill(pid, frozen ? SIGSTOP : SIGCONT)
+        #if os(Linux)
+            if frozen {
+                _ = eventually(timeout: .seconds(10)) {
+                    // /proc/<pid>/stat: "pid (name) state ...", the state after the last ')'.
+                    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                        let close = stat.lastIndex(of: ")")
+                    else { return false }
+                    return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+                }
+            }
+        #endif
+    }
 
     /// Kills the server (SIGKILL: no goodbye to the clients) and waits for it to exit.
     func stop() {
@@ -151,5 +166,55 @@ func publishRaw(port: Int, channel: String, _ messages: [[UInt8]]) throws {
             freeReplyObject(reply)
             replies += 1
         }
+    }
+}
+
+/// A plain subscriber connection to some channels, as a foreign client would have: sees every
+/// message the relays publish there, to check how posts were packed into messages.
+final class RawSubscriber {
+    private let connection: _Connection
+    private let wake = _WakePipe()
+    /// The messages received so far, in order.
+    private(set) var messages: [[UInt8]] = []
+
+    init(port: Int, channels: [String]) throws {
+        connection = try _Connection(host: "127.0.0.1", port: port, timeout: .seconds(2))
+        connection.append([Array("SUBSCRIBE".utf8)] + channels.map { Array($0.utf8) })
+        #expect(connection.flush())
+        var confirmed = 0
+        #expect(read(until: { confirmed == channels.count }, other: { _ in confirmed += 1 }))
+    }
+
+    deinit { wake.close() }
+
+    /// Reads until `enough(messages)` holds (for at most 20 seconds); whether it did.
+    func receive(until enough: ([[UInt8]]) -> Bool) -> Bool {
+        read(until: { enough(messages) }, other: { _ in })
+    }
+
+    /// Reads pushes until `done()` holds (for at most 20 seconds); a message is appended to
+    /// `messages`, any other push (a subscription's confirmation) goes to `other`.
+    private func read(until done: () -> Bool, other: (UnsafeMutablePointer<redisReply>) -> Void) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !done() {
+            if ContinuousClock.now >= deadline { return false }
+            let ready = _poll(socket: connection.fd, wake: wake, timeoutMilliseconds: 10)
+            guard ready.socket else { continue }
+            guard connection.readAvailable() else { return false }
+            while case (let reply?, true) = connection.nextReply() {
+                defer { freeReplyObject(reply) }
+                guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements == 3,
+                    let elements = reply.pointee.element, let kind = elements[0], let payload = elements[2]
+                else { continue }
+                let kindText = String(cString: kind.pointee.str)
+                if kindText == "message" {
+                    messages.append(
+                        Array(UnsafeRawBufferPointer(start: payload.pointee.str, count: Int(payload.pointee.len))))
+                } else {
+                    other(reply)
+                }
+            }
+        }
+        return true
     }
 }
