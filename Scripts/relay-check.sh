@@ -68,7 +68,9 @@ swift build --build-tests -Xswiftc -warnings-as-errors
 
 step "every public symbol of SubscriptionsRedis has a doc comment"
 graphs="$root/Relays/Redis/.build/symbol-graphs/graphs"
-rm -rf "$graphs"
+# The whole scratch path, not only the graphs: an up-to-date build emits no graphs, so a rerun
+# with no source change would otherwise check an empty directory and fail.
+rm -rf "$root/Relays/Redis/.build/symbol-graphs"
 mkdir -p "$graphs"
 swift build --scratch-path .build/symbol-graphs --target SubscriptionsRedis -Xswiftc -emit-symbol-graph \
     -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public
