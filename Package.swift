@@ -23,7 +23,8 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "SubscriptionsFoundation", dependencies: ["Subscriptions"], swiftSettings: strict),
         .testTarget(
-            name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"], swiftSettings: strict),
+            name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"],
+            swiftSettings: strict),
         .testTarget(
             name: "SubscriptionsFoundationTests", dependencies: ["SubscriptionsFoundation"], swiftSettings: strict),
         .target(name: "SubscriptionsTestKit", dependencies: ["Subscriptions"], swiftSettings: strict),
@@ -45,7 +46,8 @@ let package = Package(
             name: "SubscriptionsBenchmarks", dependencies: ["Subscriptions"],
             path: "Benchmarks/SubscriptionsBenchmarks", swiftSettings: strict),
         .executableTarget(
-            name: "LeakCheck", dependencies: ["SubscriptionsFoundation"], path: "Tests/LeakCheck", swiftSettings: strict),
+            name: "LeakCheck", dependencies: ["SubscriptionsFoundation"], path: "Tests/LeakCheck",
+            swiftSettings: strict),
         // Scripts/footprint-check.sh: the core loads no Foundation.
         .executableTarget(
             name: "FootprintCore", dependencies: ["Subscriptions"], path: "Tests/Footprint/Core", swiftSettings: strict),
