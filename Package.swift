@@ -22,11 +22,17 @@ let package = Package(
             name: "Subscriptions", dependencies: ["_SubscriptionsShims"], exclude: ["Engine/DESIGN.md"],
             swiftSettings: strict),
         .target(name: "SubscriptionsFoundation", dependencies: ["Subscriptions"], swiftSettings: strict),
-        .testTarget(
-            name: "SubscriptionsTests", dependencies: ["Subscriptions", "SubscriptionsFoundation"],
+        // Test helpers both suites use (a token slot, a joinable thread); not a product.
+        .target(
+            name: "SubscriptionsTestSupport", dependencies: ["Subscriptions"], path: "Tests/TestSupport",
             swiftSettings: strict),
         .testTarget(
-            name: "SubscriptionsFoundationTests", dependencies: ["SubscriptionsFoundation"], swiftSettings: strict),
+            name: "SubscriptionsTests",
+            dependencies: ["Subscriptions", "SubscriptionsFoundation", "SubscriptionsTestSupport"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "SubscriptionsFoundationTests",
+            dependencies: ["SubscriptionsFoundation", "SubscriptionsTestSupport"], swiftSettings: strict),
         .target(name: "SubscriptionsTestKit", dependencies: ["Subscriptions"], swiftSettings: strict),
         .testTarget(
             name: "SubscriptionsTestKitTests", dependencies: ["SubscriptionsTestKit", "Subscriptions"],

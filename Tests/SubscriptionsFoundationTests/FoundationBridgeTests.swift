@@ -1,6 +1,7 @@
 import Foundation
 import Subscriptions
 import SubscriptionsFoundation
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 

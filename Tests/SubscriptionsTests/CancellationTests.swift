@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SubscriptionsTestSupport
 import Testing
 
 @testable import Subscriptions

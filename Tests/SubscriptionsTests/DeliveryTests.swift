@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Guarantee 2: `.immediate` runs every handler on the posting thread before `post` returns;

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SubscriptionsFoundation
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Guarantee 8: the center never retains an observer or a token; when a registered observer

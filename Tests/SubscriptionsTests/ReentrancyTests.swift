@@ -1,5 +1,6 @@
 import Dispatch
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Guarantee 4: a post made inside a handler is delivered at once, depth-first.

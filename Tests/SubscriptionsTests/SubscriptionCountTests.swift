@@ -1,5 +1,6 @@
 import Dispatch
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Guarantee 14: `subscriptionCount(for:)` counts the subscriptions the next post of that name

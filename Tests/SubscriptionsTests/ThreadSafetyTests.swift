@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Guarantee 13: every method is safe from any thread at any time, including from inside

@@ -2,19 +2,21 @@ import Dispatch
 import Foundation
 import Subscriptions
 
-// Helpers copied from the core suite's Support.swift: the bridge's tests live in a target of
-// their own, like the bridge.
+// Helpers that the core suite (SubscriptionsTests) and the bridge's suite
+// (SubscriptionsFoundationTests) share. Not part of any product.
 
 /// A slot for a token that a handler needs to reach (to cancel or pause itself).
-final class TokenSlot: @unchecked Sendable {
+public final class TokenSlot: @unchecked Sendable {
     // @unchecked: `storage` is only touched while holding `lock` (an `NSLock`, which
-    // ThreadSanitizer understands; see `Recorder`).
+    // ThreadSanitizer understands).
     private let lock = NSLock()
     private var storage: Subscription?
 
-    init() {}
+    /// An empty slot.
+    public init() {}
 
-    var token: Subscription? {
+    /// The stored token. Setting it releases the old one after unlocking (its deinit cancels).
+    public var token: Subscription? {
         get { lock.withLock { storage } }
         set {
             // The old token is released after unlocking: its deinit cancels, which may wait.
@@ -28,14 +30,15 @@ final class TokenSlot: @unchecked Sendable {
     }
 
     /// Cancels the stored token, if any (keeping it stored).
-    func cancel() { token?.cancel() }
+    public func cancel() { token?.cancel() }
 }
 
 /// A thread that the test joins: started at once, `join()` waits until `body` returned.
-final class TestThread: Sendable {
+public final class TestThread: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ body: @escaping @Sendable () -> Void) {
+    /// Starts a thread (1 MiB of stack) that runs `body`.
+    public init(_ body: @escaping @Sendable () -> Void) {
         let done = self.done
         let thread = Thread {
             body()
@@ -46,13 +49,13 @@ final class TestThread: Sendable {
     }
 
     /// Waits until the thread's body returned.
-    func join() {
+    public func join() {
         done.wait()
     }
 
     /// Waits at most `seconds` for the body to return; `false` when it did not (a deadlock guard,
     /// never a timing assertion).
-    func join(timeout seconds: Double) -> Bool {
+    public func join(timeout seconds: Double) -> Bool {
         done.wait(timeout: .now() + seconds) == .success
     }
 }
