@@ -240,34 +240,6 @@ struct EngineMutantPinTests {
     }
 }
 
-/// Where a captured object's deinit ran, and whether the handler's running call had ended.
-private final class ReleaseLog: Sendable {
-    struct Entry: Sendable {
-        let thread: ObjectIdentifier
-        let afterTheCall: Bool
-    }
-
-    private let storage = Reliability.Locked<[Entry]>([])
-
-    func append(_ entry: Entry) { storage.withLock { $0.append(entry) } }
-    var entries: [Entry] { storage.current }
-}
-
-/// Captured by a handler: its deinit records where the closure was released.
-private final class ReleaseProbe: Sendable {
-    let log: ReleaseLog
-    let callEnded: Flag
-
-    init(_ log: ReleaseLog, _ callEnded: Flag) {
-        self.log = log
-        self.callEnded = callEnded
-    }
-
-    deinit {
-        log.append(ReleaseLog.Entry(thread: currentThreadID(), afterTheCall: callEnded.isSet))
-    }
-}
-
 /// Captured by a handler: its deinit (user code, run when the center releases the closure) makes
 /// another thread park an orphan of its own, and waits for that thread at most 10 seconds.
 private final class ReentersFromAnotherThread: Sendable {

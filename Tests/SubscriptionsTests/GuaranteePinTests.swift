@@ -277,32 +277,3 @@ struct GuaranteePinTests {
 
 /// An object with an identity and nothing else: a sender, an observer, a notification's object.
 private final class PinSender: Sendable {}
-
-/// Where a captured object's deinit ran: on which thread, and whether the handler's running call
-/// had ended by then.
-private final class ReleaseLog: Sendable {
-    struct Entry: Sendable {
-        let thread: ObjectIdentifier
-        let afterTheCall: Bool
-    }
-
-    private let storage = Reliability.Locked<[Entry]>([])
-
-    func append(_ entry: Entry) { storage.withLock { $0.append(entry) } }
-    var entries: [Entry] { storage.current }
-}
-
-/// Captured by a handler: its deinit records where the center released the closure.
-private final class ReleaseProbe: Sendable {
-    let log: ReleaseLog
-    let callEnded: Flag
-
-    init(_ log: ReleaseLog, _ callEnded: Flag) {
-        self.log = log
-        self.callEnded = callEnded
-    }
-
-    deinit {
-        log.append(ReleaseLog.Entry(thread: currentThreadID(), afterTheCall: callEnded.isSet))
-    }
-}

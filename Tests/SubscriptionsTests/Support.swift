@@ -141,3 +141,32 @@ func makeSerialQueue(_ label: String) -> DispatchQueue {
 func currentQueueName() -> String? {
     DispatchQueue.getSpecific(key: queueNameKey)
 }
+
+/// Where a captured object's deinit ran: on which thread, and whether the handler's running call
+/// had ended by then.
+final class ReleaseLog: Sendable {
+    struct Entry: Sendable {
+        let thread: ObjectIdentifier
+        let afterTheCall: Bool
+    }
+
+    private let storage = Reliability.Locked<[Entry]>([])
+
+    func append(_ entry: Entry) { storage.withLock { $0.append(entry) } }
+    var entries: [Entry] { storage.current }
+}
+
+/// Captured by a handler: its deinit records where the center released the closure.
+final class ReleaseProbe: Sendable {
+    let log: ReleaseLog
+    let callEnded: Flag
+
+    init(_ log: ReleaseLog, _ callEnded: Flag) {
+        self.log = log
+        self.callEnded = callEnded
+    }
+
+    deinit {
+        log.append(ReleaseLog.Entry(thread: currentThreadID(), afterTheCall: callEnded.isSet))
+    }
+}
