@@ -55,10 +55,12 @@ let package = Package(
             name: "LeakCheck", dependencies: ["SubscriptionsFoundation"], path: "Tests/LeakCheck",
             swiftSettings: strict),
         // Scripts/footprint-check.sh: the core loads no Foundation.
+        .target(name: "FootprintSupport", path: "Tests/Footprint/Support", swiftSettings: strict),
         .executableTarget(
-            name: "FootprintCore", dependencies: ["Subscriptions"], path: "Tests/Footprint/Core", swiftSettings: strict),
-        .executableTarget(
-            name: "FootprintFoundation", dependencies: ["Subscriptions"], path: "Tests/Footprint/Foundation",
+            name: "FootprintCore", dependencies: ["Subscriptions", "FootprintSupport"], path: "Tests/Footprint/Core",
             swiftSettings: strict),
+        .executableTarget(
+            name: "FootprintFoundation", dependencies: ["Subscriptions", "FootprintSupport"],
+            path: "Tests/Footprint/Foundation", swiftSettings: strict),
     ]
 )
