@@ -1,14 +1,6 @@
 import Foundation
 import Subscriptions
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 // The `NotificationCenter` interop of Subscriptions, in a module of its own so that the core
 // `Subscriptions` module (and programs that use only it) never load Foundation.
 
@@ -277,31 +269,5 @@ final class _Locked<State>: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body(&state)
-    }
-}
-
-/// Carries a value that Foundation hands back to us opaquely across a `Sendable` boundary.
-struct _UncheckedSendable<Value>: @unchecked Sendable {
-    // @unchecked: only Foundation's observer token, which is only passed back to
-    // `removeObserver` (thread-safe).
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-/// An integer naming the calling thread, unique among the threads that are alive.
-func _currentThreadID() -> UInt {
-    #if canImport(Darwin)
-        return UInt(bitPattern: pthread_self())
-    #else
-        return UInt(pthread_self())
-    #endif
-}
-
-/// Gives up the processor: a yield, then sleeps of at most a millisecond.
-func _backoff(_ attempt: Int) {
-    if attempt < 16 {
-        sched_yield()
-    } else {
-        usleep(UInt32(min(1000, 20 * (attempt - 15))))
     }
 }

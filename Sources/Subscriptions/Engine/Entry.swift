@@ -236,10 +236,12 @@ func _extract<T>(_ type: T.Type, from post: PostObject) -> T? {
 
 /// Carries a value across a `@Sendable` boundary where the library, not the compiler, knows it
 /// is safe: payloads are handed to the handler's queue exactly like `NotificationCenter` hands
-/// its `object` over, and the poster vouches for them (documented on `PostCenter`).
-struct _UncheckedSendable<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+/// its `object` over, and the poster vouches for them (documented on `PostCenter`). The
+/// Foundation bridge uses it for the observer token `NotificationCenter` hands back, which is
+/// only passed back to the thread-safe `removeObserver`.
+package struct _UncheckedSendable<Value>: @unchecked Sendable {
+    package let value: Value
+    package init(_ value: Value) { self.value = value }
 }
 
 /// Marks the main queue, so that code running on it can be recognised on Linux too, where

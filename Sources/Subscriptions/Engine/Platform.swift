@@ -9,9 +9,10 @@
 
 /// An integer naming the calling thread, unique among the threads that are alive.
 ///
-/// Used to tell the canceller's own delivery frames apart from other threads' frames.
+/// Used to tell the canceller's own delivery frames apart from other threads' frames (and, in
+/// `SubscriptionsFoundation`, a bridge handler's own thread).
 @inline(__always)
-func _currentThreadID() -> UInt {
+package func _currentThreadID() -> UInt {
     #if canImport(Darwin)
         return UInt(bitPattern: pthread_self())
     #else
@@ -21,7 +22,7 @@ func _currentThreadID() -> UInt {
 
 /// Gives up the processor for a short while; `attempt` grows the pause from a yield to a
 /// sleep of at most a millisecond, so a long wait costs little CPU.
-func _backoff(_ attempt: Int) {
+package func _backoff(_ attempt: Int) {
     if attempt < 16 {
         sched_yield()
     } else {
