@@ -48,6 +48,24 @@ private func pinToOneCPU() {
     #endif
 }
 
+/// The body of the exit tests below: sets a `report` that holds the last reference to a
+/// `TouchesCenterInDeinit`, then replaces the diagnostics with `replacement`, which releases that
+/// report. Exits 42 when the deinit ran and used the center, 3 when it did not run, and 2 (from a
+/// watchdog) when the release deadlocked.
+private func replaceAReportHoldingACenterToucherAndExit(with replacement: PostCenter.Diagnostics?) -> Never {
+    let watchdog = Thread {
+        sleep(5)
+        _exit(2)
+    }
+    watchdog.start()
+    let center = PostCenter()
+    var captured: TouchesCenterInDeinit? = TouchesCenterInDeinit(center)
+    center.diagnostics = .init { [captured] _ in _ = captured }
+    captured = nil
+    center.diagnostics = replacement  // the previous report and its capture go here
+    _exit(deinitUsedTheCenter.load(ordering: .sequentiallyConsistent) ? 42 : 3)
+}
+
 /// Guarantee: setting `diagnostics` is safe from any thread; the old `report` closure is released
 /// with no lock held, and the last setter always wins (its value reports). `manySubscriptions`
 /// is reported once per level until the count falls below half the limit.
@@ -58,33 +76,13 @@ struct DiagnosticsSettingTests {
         // diagnostics, subscribes and posts. Released under the center's lock, it deadlocks on
         // the non-recursive lock: a child process with a watchdog turns that into exit code 2.
         await #expect(processExitsWith: .exitCode(42)) {
-            let watchdog = Thread {
-                sleep(5)
-                _exit(2)
-            }
-            watchdog.start()
-            let center = PostCenter()
-            var captured: TouchesCenterInDeinit? = TouchesCenterInDeinit(center)
-            center.diagnostics = .init { [captured] _ in _ = captured }
-            captured = nil
-            center.diagnostics = .init { _ in }  // the previous report and its capture go here
-            _exit(deinitUsedTheCenter.load(ordering: .sequentiallyConsistent) ? 42 : 3)
+            replaceAReportHoldingACenterToucherAndExit(with: .init { _ in })
         }
     }
 
     @Test func resettingDiagnosticsToNilAlsoReleasesTheReportUnlocked() async {
         await #expect(processExitsWith: .exitCode(42)) {
-            let watchdog = Thread {
-                sleep(5)
-                _exit(2)
-            }
-            watchdog.start()
-            let center = PostCenter()
-            var captured: TouchesCenterInDeinit? = TouchesCenterInDeinit(center)
-            center.diagnostics = .init { [captured] _ in _ = captured }
-            captured = nil
-            center.diagnostics = nil
-            _exit(deinitUsedTheCenter.load(ordering: .sequentiallyConsistent) ? 42 : 3)
+            replaceAReportHoldingACenterToucherAndExit(with: nil)
         }
     }
 
