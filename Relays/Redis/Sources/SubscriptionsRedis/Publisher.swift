@@ -12,16 +12,7 @@ import CHiredis
 /// every post not yet acknowledged, and every queued one, is counted in `dropped`; posts made
 /// while it reconnects (with exponential backoff) are counted at once.
 func _runPublisher(_ core: _RelayCore, first: _Connection?) {
-    var connection = first
-    var delay = core.options.reconnectDelay.lowerBound
-    while !core.stopping.load(ordering: .acquiring) {
-        guard let live = connection ?? _connect(core) else {
-            _sleep(core.publisherWake, delay)
-            delay = min(delay * 2, core.options.reconnectDelay.upperBound)
-            continue
-        }
-        connection = nil
-        delay = core.options.reconnectDelay.lowerBound
+    _reconnecting(core, first: first, wake: core.publisherWake) { live in
         core.outbox.withLock { $0.connected = true }
         core.publisherConnected.store(true, ordering: .releasing)
         let unacknowledged = _pump(core, live)
@@ -125,6 +116,27 @@ struct _InFlight {
             head = 0
         }
         return count
+    }
+}
+
+/// Runs `serve` on a connection to the relay's server, again and again until the relay stops:
+/// `first` (when given), then new connections. A connection that cannot be made is retried after
+/// `delay`, which doubles up to `reconnectDelay.upperBound` (the wait ends early when `wake` is
+/// written, as it is when the relay stops); a connection that was made resets the delay.
+func _reconnecting(
+    _ core: _RelayCore, first: _Connection?, wake: _WakePipe, serve: (_Connection) -> Void
+) {
+    var connection = first
+    var delay = core.options.reconnectDelay.lowerBound
+    while !core.stopping.load(ordering: .acquiring) {
+        guard let live = connection ?? _connect(core) else {
+            _sleep(wake, delay)
+            delay = min(delay * 2, core.options.reconnectDelay.upperBound)
+            continue
+        }
+        connection = nil
+        delay = core.options.reconnectDelay.lowerBound
+        serve(live)
     }
 }
 

@@ -5,21 +5,12 @@ import Foundation
 /// every message from another relay on the center.
 ///
 /// It is the only thread that posts inbound messages, so they reach the center in the order Redis
-/// delivered them (a batch message's posts in their order, once the whole batch checked out). While it posts one, the thread marker names that channel's binding, so the
-/// relay's own handler does not publish it back. When the connection fails it reconnects with
-/// exponential backoff and subscribes again; messages published meanwhile are lost (pub/sub is
-/// at-most-once).
+/// delivered them (a batch message's posts in their order, once the whole batch checked out).
+/// While it posts one, the thread marker names that channel's binding, so the relay's own handler
+/// does not publish it back. When the connection fails it reconnects with exponential backoff and
+/// subscribes again; messages published meanwhile are lost (pub/sub is at-most-once).
 func _runSubscriber(_ core: _RelayCore, first: _Connection?) {
-    var connection = first
-    var delay = core.options.reconnectDelay.lowerBound
-    while !core.stopping.load(ordering: .acquiring) {
-        guard let live = connection ?? _connect(core) else {
-            _sleep(core.subscriberWake, delay)
-            delay = min(delay * 2, core.options.reconnectDelay.upperBound)
-            continue
-        }
-        connection = nil
-        delay = core.options.reconnectDelay.lowerBound
+    _reconnecting(core, first: first, wake: core.subscriberWake) { live in
         core.channels.withLock { channels in
             channels.connected = true
             channels.confirmed = []
