@@ -107,6 +107,53 @@ struct EngineMutantPinTests {
         #expect(center.post(name) == 0)
     }
 
+    /// A handler cancels its own subscription (an orphan, noted in its thread's record); its call
+    /// ends, and the post goes on to a later handler of the name that blocks. Meanwhile another
+    /// thread parks and collects an orphan of its own, on another center. That collect must leave
+    /// the first orphan alone, though no call of it runs any more: it belongs to the posting thread,
+    /// which releases it when it closes its frame, before its post returns.
+    @Test func anOrphanIsReleasedByTheThreadThatCalledItNotByAnotherThreadsCollect() {
+        let center = PostCenter()
+        let other = PostCenter()
+        let log = ReleaseLog()
+        let callEnded = Flag()
+        let inSecond = DispatchSemaphore(value: 0)
+        let goOn = DispatchSemaphore(value: 0)
+        let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
+        let slot = TokenSlot()
+        do {
+            let probe = ReleaseProbe(log, callEnded)
+            slot.token = center.subscribe("pin.orphan.owner") { [probe] _ in
+                withExtendedLifetime(probe) {}
+                slot.cancel()  // inside its own handler: an orphan of this thread
+                callEnded.set()
+            }
+        }
+        let second = center.subscribe("pin.orphan.owner") { _ in
+            inSecond.signal()
+            goOn.wait()
+        }
+        let poster = TestThread {
+            posterThread.withLock { $0 = currentThreadID() }
+            center.post("pin.orphan.owner")
+        }
+        inSecond.wait()
+        // The first handler's call has ended; the poster is inside the second one.
+        let ownSlot = TokenSlot()
+        ownSlot.token = other.subscribe("pin.orphan.stranger") { _ in ownSlot.cancel() }
+        #expect(other.post("pin.orphan.stranger") == 1)  // parks and collects an orphan of its own
+        let releasedByTheStranger = log.entries.count
+        goOn.signal()
+        poster.join()
+        #expect(releasedByTheStranger == 0, "another thread's collect released an orphan it never called")
+        let release = log.entries
+        #expect(release.count == 1)
+        #expect(release.first?.afterTheCall == true)
+        #expect(
+            release.first?.thread == posterThread.current, "the orphan was not released by the thread that called it")
+        withExtendedLifetime(second) {}
+    }
+
     // MARK: Guarantee 13: an orphan's captures are released with no lock held
 
     /// A handler cancels its own subscription (the entry becomes an orphan, released when the

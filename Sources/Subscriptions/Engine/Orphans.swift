@@ -7,53 +7,77 @@ import Synchronization
 /// Each orphan is released (its closure and captures with it) by the thread that ends the last
 /// call of it: the canceller notes the orphan in the record of every thread calling it, and a
 /// thread that closes a frame with a note pending collects the orphans no thread calls any more.
+///
+/// Only a thread noted as calling an orphan, or the canceller that parked it, releases it. Every
+/// collect scans the whole list, and without that rule a thread collecting for an orphan of its
+/// own (another center's, say) released one whose last call had just ended on another thread
+/// that had not yet closed its frame: the captures then went on a third thread, possibly after
+/// the post that ended the last call had returned.
 enum _Orphans {
-    private static let list = _Lock<[_Entry]>([])
+    /// A parked entry and the records of the threads last seen calling it (empty until one was:
+    /// such an orphan is released by the canceller that parked it, in the same `add`).
+    private struct Orphan {
+        let entry: _Entry
+        var holders: [UInt] = []
+    }
+
+    private static let list = _Lock<[Orphan]>([])
 
     /// Parks `entry` (already cancelled and out of every slot) until no thread calls it.
     static func add(_ entry: _Entry) {
-        list.withLock { $0.append(entry) }
-        collect(noticed: nil)
+        list.withLock { $0.append(Orphan(entry: entry)) }
+        collect(noticed: nil, parked: entry)
     }
 
-    /// Releases the orphans that no thread calls any more, and notes the others in the records
-    /// of the threads that still call them. `noticed` is the calling thread's record when it
+    /// Releases the orphans that no thread calls any more and that this thread may release (it
+    /// was noted as calling them, or it parked `parked`), and notes the others in the records of
+    /// the threads that still call them. `noticed` is the calling thread's record when it
     /// collects because of a note.
-    static func collect(noticed: _ThreadRecord?) {
+    static func collect(noticed: _ThreadRecord?, parked: _Entry? = nil) {
         noticed?.clearOrphanNotice()
+        let me = noticed?.bits
         var free: [_Entry] = []
         var noted = false
-        list.withLock { entries in
-            entries.removeAll { entry in
-                let bits = _Route.bits(entry)
-                var held = false
-                _ThreadRecord.visitAll { r in
-                    if r.calls(bits) {
-                        r.noteOrphan()
-                        held = true
-                    }
-                }
-                if !held { free.append(entry) }
-                noted = noted || held
-                return !held
-            }
+        list.withLock { orphans in
+            sweep(&orphans, me: me, parked: parked, free: &free) { holders in noted = noted || !holders.isEmpty }
         }
         if noted {
             // A holder that closed its frame before seeing the note: after this fence, either it
             // sees the note, or the second pass below sees its frame closed.
             _Fence.heavy()
-            list.withLock { entries in
-                entries.removeAll { entry in
-                    let bits = _Route.bits(entry)
-                    var held = false
-                    _ThreadRecord.visitAll { r in held = held || r.calls(bits) }
-                    if !held { free.append(entry) }
-                    return !held
-                }
-            }
+            list.withLock { orphans in sweep(&orphans, me: me, parked: parked, free: &free) { _ in } }
         }
         // Released here, outside the lock, on the thread that ended the last call.
         for entry in free { entry.releaseHandler() }
+    }
+
+    /// One pass over the list: notes the threads calling each orphan (and reports them to
+    /// `held`), and moves to `free` each orphan no thread calls that this thread may release.
+    private static func sweep(
+        _ orphans: inout [Orphan], me: UInt?, parked: _Entry?, free: inout [_Entry], held: ([UInt]) -> Void
+    ) {
+        var kept: [Orphan] = []
+        for var orphan in orphans {
+            let bits = _Route.bits(orphan.entry)
+            var holders: [UInt] = []
+            _ThreadRecord.visitAll { r in
+                if r.calls(bits) {
+                    r.noteOrphan()
+                    holders.append(r.bits)
+                }
+            }
+            held(holders)
+            if !holders.isEmpty {
+                orphan.holders = holders
+                kept.append(orphan)
+            } else if orphan.entry === parked || me.map(orphan.holders.contains) == true {
+                free.append(orphan.entry)
+            } else {
+                // A noted holder has ended its call but not yet closed its frame: it collects.
+                kept.append(orphan)
+            }
+        }
+        orphans = kept
     }
 
     /// How many orphans wait for a call to end. For tests.
