@@ -133,28 +133,33 @@ extension PostCenter {
         if posts > 1 { _checkNesting(key, posts &- 1) }
         var delivered = 0
         let stripe = _stripes[key.hash]
-        var tableBits = stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) }
-        while true {
-            record.setTable(f, tableBits)
-            _Fence.light()
-            let again = stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) }
-            if again == tableBits { break }
-            tableBits = again
-        }
+        let tableBits = _publishStable(
+            { stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) } }, { record.setTable(f, $0) })
         if let route = _NameTable(bits: tableBits).find(key) {
-            var bufferBits = route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) }
-            while true {
-                record.setBuffer(f, bufferBits)
-                _Fence.light()
-                let again = route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) }
-                if again == bufferBits { break }
-                bufferBits = again
-            }
+            let bufferBits = _publishStable(
+                { route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) } },
+                { record.setBuffer(f, $0) })
             delivered = body(_PostStart(route: route, buffer: _SlotBuffer(bits: bufferBits), record: record, frame: f))
         }
         record.posts = posts &- 1
         record.pop(f)
         return delivered
+    }
+
+    /// Reads a published word (`load`: the stripe's name table, a route's slot buffer), publishes
+    /// it in the post's frame (`publish`), fences, and reads it again until the two agree. Once
+    /// they do, a writer that replaces the word afterwards and then scans the thread records sees
+    /// it published, and keeps it alive (see DESIGN.md, "Grace periods").
+    @inline(__always)
+    func _publishStable(_ load: () -> UInt, _ publish: (UInt) -> Void) -> UInt {
+        var bits = load()
+        while true {
+            publish(bits)
+            _Fence.light()
+            let again = load()
+            if again == bits { return bits }
+            bits = again
+        }
     }
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
