@@ -27,8 +27,7 @@ struct _NameTable: @unchecked Sendable {
     let words: UnsafeMutablePointer<Atomic<UInt>>
 
     static func allocate(capacity: Int) -> _NameTable {
-        let words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: 1 + capacity)
-        for i in 0...capacity { (words + i).initialize(to: Atomic(0)) }
+        let words = _allocateAtomicWords(1 + capacity)
         words[0].store(UInt(capacity), ordering: .relaxed)
         return _NameTable(words: words)
     }
@@ -47,8 +46,7 @@ struct _NameTable: @unchecked Sendable {
 
     /// Frees the memory; the routes' references must have been moved or released.
     func free() {
-        words.deinitialize(count: 1 + capacity)
-        words.deallocate()
+        _freeAtomicWords(words, 1 + capacity)
     }
 
     @inline(__always)

@@ -1,5 +1,19 @@
 import Synchronization
 
+/// Memory of `count` machine words, each an atomic initialised to 0: the storage of slot buffers
+/// and name tables, which posts read without a lock.
+func _allocateAtomicWords(_ count: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
+    let words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: count)
+    for i in 0..<count { (words + i).initialize(to: Atomic(0)) }
+    return words
+}
+
+/// Frees memory from `_allocateAtomicWords(count)`.
+func _freeAtomicWords(_ words: UnsafeMutablePointer<Atomic<UInt>>, _ count: Int) {
+    words.deinitialize(count: count)
+    words.deallocate()
+}
+
 /// A route's entries in delivery order: a published array of entry addresses (unretained; the
 /// tokens own the entries), `0` for a cancelled entry (a tombstone).
 ///
@@ -19,9 +33,7 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
     static let headerWords = 3
 
     static func allocate(capacity: Int) -> _SlotBuffer {
-        let n = headerWords + capacity
-        let words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: n)
-        for i in 0..<n { (words + i).initialize(to: Atomic(0)) }
+        let words = _allocateAtomicWords(headerWords + capacity)
         words[1].store(UInt(capacity), ordering: .relaxed)
         return _SlotBuffer(words: words)
     }
@@ -35,8 +47,7 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
     }
 
     func free() {
-        words.deinitialize(count: _SlotBuffer.headerWords + capacity)
-        words.deallocate()
+        _freeAtomicWords(words, _SlotBuffer.headerWords + capacity)
     }
 
     var bits: UInt { UInt(bitPattern: words) }
