@@ -37,25 +37,21 @@ enum _Orphans {
         noticed?.clearOrphanNotice()
         let me = noticed?.bits
         var free: [_Entry] = []
-        var noted = false
-        list.withLock { orphans in
-            sweep(&orphans, me: me, parked: parked, free: &free) { holders in noted = noted || !holders.isEmpty }
-        }
+        let noted = list.withLock { sweep(&$0, me: me, parked: parked, free: &free) }
         if noted {
             // A holder that closed its frame before seeing the note: after this fence, either it
             // sees the note, or the second pass below sees its frame closed.
             _Fence.heavy()
-            list.withLock { orphans in sweep(&orphans, me: me, parked: parked, free: &free) { _ in } }
+            _ = list.withLock { sweep(&$0, me: me, parked: parked, free: &free) }
         }
         // Released here, outside the lock, on the thread that ended the last call.
         for entry in free { entry.releaseHandler() }
     }
 
-    /// One pass over the list: notes the threads calling each orphan (and reports them to
-    /// `held`), and moves to `free` each orphan no thread calls that this thread may release.
-    private static func sweep(
-        _ orphans: inout [Orphan], me: UInt?, parked: _Entry?, free: inout [_Entry], held: ([UInt]) -> Void
-    ) {
+    /// One pass over the list: notes the threads calling each orphan, and moves to `free` each
+    /// orphan no thread calls that this thread may release. Returns whether it noted any thread.
+    private static func sweep(_ orphans: inout [Orphan], me: UInt?, parked: _Entry?, free: inout [_Entry]) -> Bool {
+        var noted = false
         var kept: [Orphan] = []
         for var orphan in orphans {
             let bits = _Route.bits(orphan.entry)
@@ -66,8 +62,8 @@ enum _Orphans {
                     holders.append(r.bits)
                 }
             }
-            held(holders)
             if !holders.isEmpty {
+                noted = true
                 orphan.holders = holders
                 kept.append(orphan)
             } else if orphan.entry === parked || me.map(orphan.holders.contains) == true {
@@ -78,6 +74,7 @@ enum _Orphans {
             }
         }
         orphans = kept
+        return noted
     }
 
     /// How many orphans wait for a call to end. For tests.
