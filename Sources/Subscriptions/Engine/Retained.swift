@@ -123,8 +123,7 @@ final class _Replay<Payload>: @unchecked Sendable {
         let replayed = record?.version ?? 0
         version.store(replayed, ordering: .relaxed)
         if let record, let payload = record.payload(as: Payload.self) {
-            let target = entry.target()
-            if target.alive { _ = entry.run(payload, target: target, route: route) }
+            handOver(payload, entry: entry, route: route)
         }
         while true {
             let batch = parked.withLock { list -> [_UncheckedSendable<(Payload, UInt64)>] in
@@ -134,10 +133,21 @@ final class _Replay<Payload>: @unchecked Sendable {
             }
             if batch.isEmpty { return }
             for item in batch where item.value.1 == 0 || item.value.1 > replayed {
-                let payload = item.value.0
-                let target = entry.target()
-                if target.alive { _ = entry.run(payload, target: target, route: route) }
+                handOver(item.value.0, entry: entry, route: route)
             }
+        }
+    }
+
+    /// One call of the hand-over, made the way a queued call is: inside a frame that publishes
+    /// the entry (so that a `cancel()` on another thread waits for it, and one inside it returns
+    /// at once), and only if the entry is still active after the frame's fence (so that nothing
+    /// parked runs after `cancel()` or `removeObserver(_:)` returned, or while paused).
+    private func handOver(_ payload: Payload, entry: _Slow<Payload>, route: _Route) {
+        _withFrameCell { cell in
+            guard let ticket = route._beginQueuedCall(entry, cell) else { return }
+            let target = entry.target()
+            if target.alive { _ = entry.run(payload, target: target, route: route) }
+            route._endCall(ticket)
         }
     }
 }
