@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if defined(__linux__)
 #include <linux/membarrier.h>
@@ -20,6 +21,7 @@
 #endif
 
 int _subscriptions_symmetric = 1;
+static _Atomic long heavy_fences = 0;
 static int fence_available = 0;
 
 // Runs before main (and before any Swift code of the library): choose the protocol once, so the
@@ -46,6 +48,7 @@ __attribute__((constructor)) static void choose_fence_mode(void) {
 int _subscriptions_process_fence_available(void) { return fence_available; }
 
 void _subscriptions_heavy_fence(void) {
+    atomic_fetch_add_explicit(&heavy_fences, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
 #if defined(__linux__)
     if (fence_available) {
@@ -58,45 +61,83 @@ void _subscriptions_heavy_fence(void) {
 
 __thread void *_subscriptions_current_record;
 
-// Word 0 of a record: the next record (immutable once linked). Word 1: 1 while claimed.
+// The records of live threads form a list (word 0: next, word 7: prev), changed only under
+// `records_lock` and read without it by scanners (cancellers, reclaimers, orphan sweeps) inside
+// a scan section. A record is claimed on a thread's first use and, when the thread exits,
+// unlinked and parked in `limbo` (linked through word 1); parked records are unmapped once no
+// scan section is open: a scanner that entered its section after the unlink cannot reach them
+// (it loads the head after counting itself in), and every scanner from before has left. So a
+// scan visits only the threads alive now, and an exited thread costs no memory.
+static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uintptr_t *) first_record = NULL;
 static _Atomic long claimed_records = 0;
+static _Atomic long open_scans = 0;
+static _Atomic int limbo_pending = 0;
+static uintptr_t *limbo = NULL;  // guarded by records_lock
 static pthread_key_t release_key;
 static pthread_once_t release_once = PTHREAD_ONCE_INIT;
+static size_t record_bytes = 0;
+
+long _subscriptions_heavy_fence_count(void) {
+    return atomic_load_explicit(&heavy_fences, memory_order_relaxed);
+}
+
+// Unmaps the parked records when no scan section is open. Called with records_lock held.
+static void free_limbo_if_quiet(void) {
+    if (!limbo) return;
+    // Orders the unlinks (earlier, under this lock) before the load of the scan count: a scanner
+    // that counted itself in after this fence loads a head that no longer leads to them.
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&open_scans, memory_order_seq_cst) != 0) return;
+    while (limbo) {
+        uintptr_t *next = (uintptr_t *)limbo[1];
+        munmap(limbo, record_bytes);
+        limbo = next;
+    }
+    atomic_store_explicit(&limbo_pending, 0, memory_order_relaxed);
+}
 
 static void release_record(void *record) {
-    uintptr_t *words = record;
+    uintptr_t *r = record;
     _subscriptions_current_record = NULL;
-    __atomic_store_n(&words[1], 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&records_lock);
+    uintptr_t *next = (uintptr_t *)__atomic_load_n(&r[0], __ATOMIC_RELAXED);
+    uintptr_t *prev = (uintptr_t *)__atomic_load_n(&r[7], __ATOMIC_RELAXED);
+    if (prev) {
+        __atomic_store_n(&prev[0], (uintptr_t)next, __ATOMIC_RELEASE);
+    } else {
+        atomic_store_explicit(&first_record, next, memory_order_seq_cst);
+    }
+    if (next) __atomic_store_n(&next[7], (uintptr_t)prev, __ATOMIC_RELAXED);
+    // r[0] stays: a scanner standing on r goes on to the records after it.
+    __atomic_store_n(&r[1], (uintptr_t)limbo, __ATOMIC_RELAXED);
+    limbo = r;
+    atomic_store_explicit(&limbo_pending, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&claimed_records, 1, memory_order_seq_cst);
+    free_limbo_if_quiet();
+    pthread_mutex_unlock(&records_lock);
 }
 
 static void make_release_key(void) { pthread_key_create(&release_key, release_record); }
 
 void *_subscriptions_claim_record(long words) {
     pthread_once(&release_once, make_release_key);
-    uintptr_t *record = NULL;
-    for (uintptr_t *r = atomic_load_explicit(&first_record, memory_order_acquire); r; r = (uintptr_t *)r[0]) {
-        uintptr_t expected = 0;
-        if (__atomic_load_n(&r[1], __ATOMIC_RELAXED) == 0
-            && __atomic_compare_exchange_n(&r[1], &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-            record = r;
-            break;
-        }
-    }
-    if (!record) {
-        void *memory = NULL;
-        if (posix_memalign(&memory, 128, (size_t)words * sizeof(uintptr_t)) != 0) abort();
-        record = memory;
-        memset(record, 0, (size_t)words * sizeof(uintptr_t));
-        record[1] = 1;
-        uintptr_t *head = atomic_load_explicit(&first_record, memory_order_relaxed);
-        do {
-            record[0] = (uintptr_t)head;
-        } while (!atomic_compare_exchange_weak_explicit(
-            &first_record, &head, record, memory_order_release, memory_order_relaxed));
-    }
+    // A mapping of its own (zeroed), so that an exited thread's record goes back to the system
+    // at once when it is unmapped, whatever the allocator keeps.
+    size_t bytes = (size_t)words * sizeof(uintptr_t);
+    void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    if (memory == MAP_FAILED) abort();
+    uintptr_t *record = memory;
+    pthread_mutex_lock(&records_lock);
+    record_bytes = bytes;
+    uintptr_t *head = atomic_load_explicit(&first_record, memory_order_relaxed);
+    record[0] = (uintptr_t)head;
+    record[7] = 0;
+    if (head) __atomic_store_n(&head[7], (uintptr_t)record, __ATOMIC_RELAXED);
+    atomic_store_explicit(&first_record, record, memory_order_seq_cst);
     atomic_fetch_add_explicit(&claimed_records, 1, memory_order_seq_cst);
+    free_limbo_if_quiet();
+    pthread_mutex_unlock(&records_lock);
     // A thread that claims a record may post right after: order the claim before its reads.
     atomic_thread_fence(memory_order_seq_cst);
     _subscriptions_current_record = record;
@@ -104,12 +145,33 @@ void *_subscriptions_claim_record(long words) {
     return record;
 }
 
-void *_subscriptions_first_record(void) {
-    return atomic_load_explicit(&first_record, memory_order_acquire);
+void *_subscriptions_scan_begin(void) {
+    atomic_fetch_add_explicit(&open_scans, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(&first_record, memory_order_seq_cst);
+}
+
+void _subscriptions_scan_end(void) {
+    long before = atomic_fetch_sub_explicit(&open_scans, 1, memory_order_release);
+    if (before == 1 && atomic_load_explicit(&limbo_pending, memory_order_relaxed)) {
+        if (pthread_mutex_trylock(&records_lock) == 0) {
+            free_limbo_if_quiet();
+            pthread_mutex_unlock(&records_lock);
+        }
+    }
 }
 
 long _subscriptions_claimed_records(void) {
     return atomic_load_explicit(&claimed_records, memory_order_seq_cst);
+}
+
+int _subscriptions_owns_only_record(void) {
+    // The caller's record counts in `claimed_records` from its claim on; the fence orders the
+    // caller's earlier stores (a newly published buffer) before the count is read, against a
+    // claimer's increment-then-fence-then-read.
+    if (_subscriptions_current_record == NULL) return 0;
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(&claimed_records, memory_order_seq_cst) <= 1;
 }
 
 // MARK: The main thread

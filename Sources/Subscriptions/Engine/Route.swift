@@ -335,12 +335,15 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             return
         }
         var cycle = false
+        // Inside `visitAll`'s scan section: `r`, and every record a `waitingFor` link names, stay
+        // mapped while we wait and follow links.
         _ThreadRecord.visitAll { r in
-            guard !cycle, r != me else { return }
-            me.waitingFor = r.bits
+            guard !cycle, r != me, r.calls(bits) else { return }
+            me.beginWait(for: r, on: bits)
             var attempt = 0
             while r.calls(bits) {
-                // The thread we wait for waits (through a chain) for us: do not close the cycle.
+                // The thread we wait for waits (through a chain of live waits) for us: do not
+                // close the cycle.
                 if me.closesCycle(waitingFor: r) {
                     cycle = true
                     break
@@ -348,7 +351,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
                 _backoff(attempt)
                 attempt += 1
             }
-            me.waitingFor = 0
+            me.endWait()
         }
         if cycle {
             _Orphans.add(entry)

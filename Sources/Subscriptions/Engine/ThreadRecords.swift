@@ -4,19 +4,21 @@ internal import _SubscriptionsShims
 /// What one thread publishes about the deliveries it is running: one record per thread, written
 /// only by its thread (plain atomic stores, no read-modify-write) and read by cancellers.
 ///
-/// Records live in a global list and are never freed: a thread claims one on its first post (or
-/// cancel), through a thread-local pointer in the C shim, and gives it back when it exits, for
-/// the next new thread to reuse. So the list is as long as the most threads ever alive at once.
+/// Records of live threads form a list in the C shim: a thread claims one on its first post (or
+/// cancel), through a thread-local pointer, and when it exits its record leaves the list at once
+/// and is unmapped once no scan is open (`withScan`). So a scan costs O(threads alive now), and a
+/// thread that exited costs no memory.
 ///
-/// **Layout** (machine words): `next` (the list link), `claimed`, `depth` (frames in use),
-/// `posts` (posts in progress, for the nesting stop), `waitingFor` (the record whose call
+/// **Layout** (machine words): `next` (the list link), the shim's limbo link, `depth` (frames in
+/// use), `posts` (posts in progress, for the nesting stop), `waitingFor` (the record whose call
 /// `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
-/// cancelled entry for this thread to release), padding, then `frameCapacity` frames of four
-/// words: the `table` and `buffer` the frame's post reads (hazard pointers that keep them from
-/// being freed) and `at`, the address of the entry whose handler the frame is about to call or
-/// is calling (0 when none).
+/// cancelled entry for this thread to release), `waitingOn` (the entry that wait is for), `prev`
+/// (the list link back, the shim's), then `frameCapacity` frames of four words: the `table` and
+/// `buffer` the frame's post reads (hazard pointers that keep them from being freed) and `at`, the
+/// address of the entry whose handler the frame is about to call or is calling (0 when none).
 struct _ThreadRecord: @unchecked Sendable, Equatable {
-    // @unchecked: a pointer to memory that is never freed, accessed through atomics only.
+    // @unchecked: a pointer to a record that other threads read only inside a scan section
+    // (`withScan`), which keeps it mapped; accessed through atomics only.
     let words: UnsafeMutablePointer<Atomic<UInt>>
 
     static let headerWords = 8
@@ -37,7 +39,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     // MARK: Header
 
     private var next: _ThreadRecord? {
-        let link = words[0].load(ordering: .relaxed)
+        let link = words[0].load(ordering: .acquiring)
         guard let raw = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: link) else { return nil }
         return _ThreadRecord(words: raw)
     }
@@ -53,10 +55,30 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         nonmutating set { words[3].store(UInt(bitPattern: newValue), ordering: .relaxed) }
     }
 
-    /// The record this thread's `cancel()` waits for, or 0.
+    /// The record this thread's `cancel()` waits for, or 0. Written by the owner only, after
+    /// `waitingOn`; read by other cancellers inside a scan section (see `closesCycle`).
     var waitingFor: UInt {
         get { words[4].load(ordering: .sequentiallyConsistent) }
         nonmutating set { words[4].store(newValue, ordering: .sequentiallyConsistent) }
+    }
+
+    /// The entry whose calls on `waitingFor`'s thread this thread's `cancel()` waits for, or 0.
+    var waitingOn: UInt {
+        get { words[6].load(ordering: .sequentiallyConsistent) }
+        nonmutating set { words[6].store(newValue, ordering: .sequentiallyConsistent) }
+    }
+
+    /// Publishes that this thread waits for `target` to stop calling `entry` (`entry` first, so
+    /// that a reader that sees the link sees what it is for).
+    func beginWait(for target: _ThreadRecord, on entry: UInt) {
+        waitingOn = entry
+        waitingFor = target.bits
+    }
+
+    /// Withdraws the link of `beginWait(for:on:)`.
+    func endWait() {
+        waitingFor = 0
+        waitingOn = 0
     }
 
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
@@ -139,12 +161,20 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
 
     // MARK: All records
 
-    /// Calls `body` with every record ever claimed (also those free now: their depth is 0).
+    /// Runs `body` inside a scan section: no record that `body` reaches (through the list or a
+    /// `waitingFor` link read inside it) is unmapped before it returns. Sections nest.
+    static func withScan<R>(_ body: () -> R) -> R {
+        _ = _subscriptions_scan_begin()
+        defer { _subscriptions_scan_end() }
+        return body()
+    }
+
+    /// Calls `body` with every record of a live thread (in a scan section of its own; `body`
+    /// must not keep a record past its call unless the caller holds a section too).
     static func visitAll(_ body: (_ThreadRecord) -> Void) {
-        var record = UnsafeMutablePointer<Atomic<UInt>>(
-            bitPattern: UInt(bitPattern: _subscriptions_first_record())
-        )
-        .map { _ThreadRecord(words: $0) }
+        var record = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: UInt(bitPattern: _subscriptions_scan_begin()))
+            .map { _ThreadRecord(words: $0) }
+        defer { _subscriptions_scan_end() }
         while let r = record {
             body(r)
             record = r.next
@@ -152,22 +182,44 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     }
 
     /// Whether the calling thread holds the only claimed record: then no other thread is inside
-    /// a post (a thread claims its record, with a full fence, before its first post).
-    static var onlyThread: Bool { _subscriptions_claimed_records() <= 1 }
+    /// a post (a thread claims its record, with a full fence, before its first post). Claims the
+    /// caller's record first, so that a thread that holds none (a subscriber that never posted)
+    /// never mistakes another thread's sole record for its own.
+    static var onlyThread: Bool {
+        _ = current
+        return _subscriptions_owns_only_record() != 0
+    }
 
-    /// Whether a record that holds `bits` is reachable by following `waitingFor` links from
-    /// `start`, which would make a wait of `self` for `start` a cycle.
+    /// How many records live threads hold. For tests.
+    static var claimedCount: Int { _subscriptions_claimed_records() }
+
+    /// How many times the process-wide (heavy) fence ran. For tests.
+    static var heavyFenceCount: Int { _subscriptions_heavy_fence_count() }
+
+    /// Whether waiting for `start` to stop calling `entry` would close a cycle: following the
+    /// links `r.waitingFor` from `start` leads back to this record, and every link on the way is
+    /// a live wait (the record it names still calls the entry the link waits on). A link whose
+    /// wait is over but whose owner has not noticed yet (it sleeps between two checks) is no
+    /// cycle: its owner will return from its wait by itself. Call inside a scan section.
     func closesCycle(waitingFor start: _ThreadRecord) -> Bool {
         var r = start
         var steps = 0
         while steps < 4096 {
             let next = r.waitingFor
             if next == 0 { return false }
-            if next == bits { return true }
+            let on = r.waitingOn
+            // Changed while read: the owner ended (or began) a wait; the caller checks again.
+            if on == 0 || r.waitingFor != next { return false }
             guard let raw = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: next) else { return false }
-            r = _ThreadRecord(words: raw)
+            let target = _ThreadRecord(words: raw)
+            if next == bits { return calls(on) }  // this thread's own frames: exact
+            // Reading `target`'s link first orders the read of its frames after its last link
+            // store: a target that left the call before it began a wait is seen out of it.
+            _ = target.waitingFor
+            if !target.calls(on) { return false }
+            r = target
             steps += 1
         }
-        return true
+        return false  // a chain longer than any cycle through us: its own members see their cycle
     }
 }

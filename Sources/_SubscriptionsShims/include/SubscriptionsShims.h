@@ -46,8 +46,9 @@ extern __thread void *_subscriptions_current_record __attribute__((tls_model("in
 extern __thread void *_subscriptions_current_record;
 #endif
 
-/// Claims a record for the calling thread: a free one of the global list (left by a thread that
-/// exited) or a new one of `words` machine words, zeroed. Registers its release at thread exit.
+/// Claims a record for the calling thread: a new zeroed mapping of `words` machine words, linked
+/// into the list of live records. Registers its release at thread exit (unlinked at once, unmapped
+/// once no scan section is open).
 void *_subscriptions_claim_record(long words);
 
 /// The calling thread's record (claimed on first use).
@@ -56,11 +57,23 @@ static inline void *_subscriptions_record(long words) {
     return record ? record : _subscriptions_claim_record(words);
 }
 
-/// The first record of the global list (records are never freed; `next` is word 0).
-void *_subscriptions_first_record(void);
+/// Opens a scan section and returns the first live record (`next` is word 0). Until the matching
+/// `_subscriptions_scan_end`, no record reachable from it, or from a record's `waitingFor` link
+/// read inside the section, is unmapped. Sections nest.
+void *_subscriptions_scan_begin(void);
+
+/// Closes a scan section; the last one to close unmaps the records of exited threads.
+void _subscriptions_scan_end(void);
 
 /// How many records are claimed by live threads.
 long _subscriptions_claimed_records(void);
+
+/// 1 when the calling thread holds a record and it is the only claimed one: then no other thread
+/// is inside a post (a thread claims its record, with a full fence, before its first post).
+int _subscriptions_owns_only_record(void);
+
+/// How many times `_subscriptions_heavy_fence` ran in this process (for tests).
+long _subscriptions_heavy_fence_count(void);
 
 /// 1 when the calling thread is the process's main thread, else 0: Linux compares the thread id
 /// with the process id, Apple platforms ask `pthread_main_np`. Spares the library Foundation's
