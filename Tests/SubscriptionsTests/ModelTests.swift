@@ -499,7 +499,8 @@ final class ModelHarness {
         for name in 0..<ModelGenerator.names where real.center.subscriptionCount(for: "name\(name)") != 0 {
             return "after tear-down name\(name) still has subscriptions"
         }
-        if real.captures.current != 0 {
+        // Dropped tokens release their closures with the next batch, shortly after the drop.
+        if !eventually({ real.captures.current == 0 }) {
             return "after tear-down the center still holds \(real.captures.current) handler closures"
         }
         return nil

@@ -170,3 +170,17 @@ final class ReleaseProbe: Sendable {
         log.append(ReleaseLog.Entry(thread: currentThreadID(), afterTheCall: callEnded.isSet))
     }
 }
+
+/// Waits, bounded (10 s), until `condition` holds; returns whether it did.
+///
+/// For the closures of dropped tokens: a token's deinit never waits, and when other threads hold
+/// thread records it parks the entry for the next batch (`Engine/Retirements.swift`), settled by
+/// a job on a global queue that the drop schedules, so the captures go shortly after the drop
+/// rather than inside it. A closure that is never released still fails the test.
+func eventually(_ condition: () -> Bool) -> Bool {
+    for attempt in 0..<100_000 {
+        if condition() { return true }
+        if attempt < 100 { sched_yield() } else { usleep(100) }
+    }
+    return condition()
+}

@@ -315,9 +315,18 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         withExtendedLifetime(released) {}
         guard let entry = found else { return }
         let bits = _Route.bits(entry)
+        let onlyThread = _ThreadRecord.onlyThread
+        if !wait && !onlyThread && !_ThreadRecord.anyVisiblyCalls(bits) {
+            // A drop that sees no call under way: one heavy fence later serves a whole batch.
+            _Retirements.retire(entry)
+            return
+        }
+        // Dropped tokens parked before this point are settled by the same fence.
+        let parked = wait ? _Retirements.take() : []
         // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
         // the cancelled state), and every call of the entry that may still run is visible.
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
+        _Fence.heavy(onlyThread: onlyThread)
+        if !parked.isEmpty { _Retirements.settle(parked) }
         var mine = false
         var others = 0
         _ThreadRecord.visitAll { r in

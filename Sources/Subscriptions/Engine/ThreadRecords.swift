@@ -190,6 +190,15 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         return _subscriptions_owns_only_record() != 0
     }
 
+    /// Whether a record is seen calling the entry `bits` without any fence first: `true` is
+    /// certain (the call may have ended since), `false` may miss a call whose frame is not visible
+    /// yet. For choosing between paths that are both correct.
+    static func anyVisiblyCalls(_ bits: UInt) -> Bool {
+        var seen = false
+        visitAll { r in seen = seen || r.calls(bits) }
+        return seen
+    }
+
     /// How many records live threads hold. For tests.
     static var claimedCount: Int { _subscriptions_claimed_records() }
 
