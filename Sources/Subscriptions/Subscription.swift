@@ -18,8 +18,13 @@
 /// - Lifetime: the center never retains a token. Dropping the last reference cancels without
 ///   waiting: no post that starts after the token's `deinit` reaches the handler, a call already
 ///   under way completes, and the closure is released when it ends, on the thread that ran it.
-///   Call ``cancel()`` first where you need to wait for a running call. A token that outlives its
-///   center is harmless: it is inactive and its methods do nothing.
+///   With no call under way, the closure goes with the next batch of dropped tokens: inside the
+///   `deinit` when no other thread holds a thread record (it never posted or cancelled), else
+///   shortly after, on the thread of the next `cancel()`, of the drop that fills the batch of 64,
+///   or of a job on a global dispatch queue that the batch's first drop scheduled; never under a
+///   lock. Call ``cancel()`` first where you need to wait for a running call or need the captures
+///   gone when it returns. A token that outlives its center is harmless: it is inactive and its
+///   methods do nothing.
 /// - Identity: equality and hashing are by object identity, so tokens can live in a `Set`.
 public final class Subscription: Hashable, @unchecked Sendable {
     // @unchecked: `_entry` is mutable, but only read or written while holding the lock of
