@@ -9,7 +9,9 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "cancelLoad"]
+let allSections = [
+    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "cancelLoad",
+]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
