@@ -20,9 +20,9 @@
 ///   under way completes, and the closure is released when it ends, on the thread that ran it.
 ///   With no call under way, the closure goes with the next batch of dropped tokens: inside the
 ///   `deinit` when no other thread holds a thread record (it never posted or cancelled), else
-///   shortly after, on the thread of the next `cancel()`, of the drop that fills the batch of 64,
-///   or of a job on a global dispatch queue that the batch's first drop scheduled; never under a
-///   lock. Call ``cancel()`` first where you need to wait for a running call or need the captures
+///   within about a millisecond, on the thread of the next `cancel()`, of the drop that fills
+///   the batch of 64, or of a job on a global dispatch queue that the batch's first drop
+///   scheduled; never under a lock. Call ``cancel()`` first where you need to wait for a running call or need the captures
 ///   gone when it returns. A token that outlives its center is harmless: it is inactive and its
 ///   methods do nothing.
 /// - Identity: equality and hashing are by object identity, so tokens can live in a `Set`.

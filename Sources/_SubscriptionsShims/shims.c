@@ -170,6 +170,10 @@ int _subscriptions_owns_only_record(void) {
     // caller's earlier stores (a newly published buffer) before the count is read, against a
     // claimer's increment-then-fence-then-read.
     if (_subscriptions_current_record == NULL) return 0;
+    // More than one seen without a fence: certainly not the only one (a stale count can only be
+    // higher than the claims the fence would order: releases only lower it), and "not only" is
+    // always a safe answer. Spares the fence where many threads exist.
+    if (atomic_load_explicit(&claimed_records, memory_order_relaxed) > 1) return 0;
     atomic_thread_fence(memory_order_seq_cst);
     return atomic_load_explicit(&claimed_records, memory_order_seq_cst) <= 1;
 }

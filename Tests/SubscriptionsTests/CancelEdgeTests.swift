@@ -167,7 +167,8 @@ struct CancelEdgeTests {
             let subscriber = TestThread {
                 let before = _ThreadRecord.heavyFenceCount
                 var tokens: [Subscription] = []
-                for _ in 0..<64 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
+                // Enough growths for a subscribe to reclaim (`_Route.reclaimBatch` retired buffers).
+                for _ in 0..<2_000 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
                 // Counted before the tokens go (their deinits cancel, with fences of their own).
                 fences.store(_ThreadRecord.heavyFenceCount - before, ordering: .relaxed)
                 withExtendedLifetime(tokens) {}

@@ -13,34 +13,61 @@ import Dispatch
 ///
 /// A batch is settled when it reaches `batchSize` entries (by the dropping thread), by the next
 /// `cancel()` anywhere in the process (its own heavy fence serves the batch too), and otherwise
-/// by a job on a global dispatch queue that the first entry of a batch schedules: a dropped
-/// token's captures go within a few microseconds on an idle machine, without the dropping thread
-/// paying for the fence.
+/// by a job on a global dispatch queue that the first entry of a batch schedules (`settleDelay`
+/// later): a dropped token's captures go within about a millisecond on an idle machine, without
+/// the dropping thread paying for the fence.
 enum _Retirements {
     /// The most entries one batch collects before the dropping thread settles it itself.
     static let batchSize = 64
 
-    private static let pending = _Lock<[_Entry]>([])
+    /// How long the settling job waits after a batch's first drop, so that a burst of drops
+    /// fills batches (settled by the drops themselves) instead of paying a fence per drop.
+    static let settleDelay = DispatchTimeInterval.microseconds(500)
+
+    /// The parked entries, and whether a settling job is scheduled.
+    private struct State {
+        var entries: [_Entry] = []
+        var jobScheduled = false
+    }
+
+    private static let pending = _Lock<_UncheckedSendable<State>>(_UncheckedSendable(State()))
 
     /// Parks `entry`, already cancelled and out of every slot.
     static func retire(_ entry: _Entry) {
         let item = _UncheckedSendable(entry)
-        let count = pending.withLock { list -> Int in
-            list.append(item.value)
-            return list.count
+        let (count, schedule) = pending.withLock { box -> (Int, Bool) in
+            var state = box.value
+            state.entries.append(item.value)
+            let schedule = !state.jobScheduled
+            state.jobScheduled = true
+            box = _UncheckedSendable(state)
+            return (state.entries.count, schedule)
         }
-        if count >= batchSize {
-            flush()
-        } else if count == 1 {
-            DispatchQueue.global(qos: .utility).async { flush() }
+        if count >= batchSize { flush() }
+        if schedule {
+            DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + settleDelay) { settleByJob() }
         }
+    }
+
+    /// The settling job: settles what is parked, and schedules itself again if a drop parked an
+    /// entry while it ran.
+    private static func settleByJob() {
+        pending.withLock { box in
+            var state = box.value
+            state.jobScheduled = false
+            box = _UncheckedSendable(state)
+        }
+        flush()
     }
 
     /// Takes the parked entries, to be settled after a heavy fence that comes after this call.
     static func take() -> [_Entry] {
-        let taken = pending.withLock { list -> _UncheckedSendable<[_Entry]> in
-            defer { list = [] }
-            return _UncheckedSendable(list)
+        let taken = pending.withLock { box -> _UncheckedSendable<[_Entry]> in
+            var state = box.value
+            let entries = state.entries
+            state.entries = []
+            box = _UncheckedSendable(state)
+            return _UncheckedSendable(entries)
         }
         return taken.value
     }
@@ -57,11 +84,11 @@ enum _Retirements {
     /// heavy fence that followed `take()`: a post that had not published an entry by then reads
     /// its zeroed slot.
     static func settle(_ batch: [_Entry]) {
+        // One scan for the whole batch: the entries some frame is calling.
+        var calling: Set<UInt> = []
+        _ThreadRecord.visitAll { r in r.forEachCall { calling.insert($0) } }
         for entry in batch {
-            let bits = _Route.bits(entry)
-            var called = false
-            _ThreadRecord.visitAll { r in called = called || r.calls(bits) }
-            if called {
+            if calling.contains(_Route.bits(entry)) {
                 _Orphans.add(entry)
             } else {
                 entry.releaseHandler()
@@ -70,5 +97,5 @@ enum _Retirements {
     }
 
     /// How many entries wait for a batch. For tests.
-    static var count: Int { pending.withLock { $0.count } }
+    static var count: Int { pending.withLock { $0.value.entries.count } }
 }

@@ -174,14 +174,21 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
 
     // MARK: Locked operations (the caller holds `stripe.mutex`)
 
+    /// How many replaced buffers a subscribe or a token drop lets pile up before it reclaims them
+    /// (each reclaim costs a heavy fence, which interrupts every core running a thread of the
+    /// process). An explicit `cancel()` reclaims whenever one is pending: it pays a heavy fence
+    /// anyway. Buffers at most double, so the pile is O(live) words.
+    static let reclaimBatch = 8
+
     /// Appends `entry` at the end of the delivery order and returns its sequence number, which
-    /// its token keeps (see `lockedDetach`). A buffer replaced because it was full is freed at
-    /// once unless a post still reads it, so growing holds no garbage until the next cancel.
+    /// its token keeps (see `lockedDetach`). Buffers replaced because they were full are freed
+    /// once `reclaimBatch` of them are pending (or by the next `cancel()`), unless a post still
+    /// reads them.
     /// - Complexity: amortised O(1).
     func lockedAppend(_ entry: _Entry) -> UInt {
         if buffer.count == buffer.capacity {
             lockedRebuild(capacity: max(4, 2 * (live + 1)))
-            lockedReclaim()
+            lockedReclaim(minimum: _Route.reclaimBatch)
         }
         nextSeq += 1
         entry.index = UInt32(truncatingIfNeeded: buffer.count)
@@ -231,9 +238,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         if live == 0 { stripe.lockedNoteEmpty(&state) }
     }
 
-    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`).
-    private func lockedReclaim() {
-        guard !retired.isEmpty else { return }
+    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`), when
+    /// at least `minimum` are retired.
+    private func lockedReclaim(minimum: Int = 1) {
+        guard retired.count >= minimum else { return }
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         retired.removeAll { old in
             var read = false
@@ -305,7 +313,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         var released: [_Route] = []
         let found = stripe.mutex.withLock { state -> _Entry? in
             released = stripe.lockedReclaim(&state)
-            lockedReclaim()
+            lockedReclaim(minimum: wait ? 1 : _Route.reclaimBatch)
             guard let entry = token._entry else { return nil }
             token._entry = nil
             entry.state.store(_Entry.cancelled, ordering: .sequentiallyConsistent)

@@ -147,6 +147,16 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         return false
     }
 
+    /// Calls `body` with the entry of every frame of this record that calls one (loaded like
+    /// `calls(_:)`).
+    func forEachCall(_ body: (UInt) -> Void) {
+        let d = Int(bitPattern: words[2].load(ordering: .acquiring))
+        for f in 0..<min(d, _ThreadRecord.frameCapacity) {
+            let at = frame(f)[2].load(ordering: .acquiring)
+            if at != 0 { body(at) }
+        }
+    }
+
     /// Whether one of this record's frames reads the table or buffer at `bits`.
     func reads(_ bits: UInt) -> Bool {
         let d = Int(bitPattern: words[2].load(ordering: .acquiring))
