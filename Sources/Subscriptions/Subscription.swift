@@ -19,7 +19,8 @@
 ///   waiting: no post that starts after the token's `deinit` reaches the handler, a call already
 ///   under way completes, and the closure is released when it ends, on the thread that ran it.
 ///   With no call under way, the closure goes with the next batch of dropped tokens: inside the
-///   `deinit` when no other thread holds a thread record (it never posted or cancelled), else
+///   `deinit` when no other thread holds a thread record (it never posted or cancelled) or the
+///   engine runs without the process-wide fence (as on Apple platforms), else
 ///   within about a millisecond, on the thread of the next `cancel()`, of the drop that fills
 ///   the batch of 64, or of a job on a global dispatch queue that the batch's first drop
 ///   scheduled; never under a lock. Call ``cancel()`` first where you need to wait for a running call or need the captures

@@ -232,6 +232,35 @@ struct DroppedTokenBatchTests {
         }
     }
 
+    /// Without the process-wide fence (Apple platforms, `SUBSCRIPTIONS_PROCESS_FENCE=off`) a
+    /// drop's fence is a plain full fence of its own, so it settles at once even while other
+    /// threads hold records; with it, the drop parks the entry for the next batch. CI runs this in
+    /// both modes.
+    @Test func aDropBesideAnotherThreadReleasesAtOnceExactlyWithoutTheProcessWideFence() {
+        let center = PostCenter()
+        let idle = DispatchSemaphore(value: 0)
+        let posted = DispatchSemaphore(value: 0)
+        let other = TestThread {
+            center.post("batch.mode.other")  // a record of another thread, alive while we drop
+            posted.signal()
+            idle.wait()
+        }
+        posted.wait()
+        center.post("batch.mode")  // this thread's record
+        let live = Reliability.Tally()
+        let capture = Reliability.Capture(live)
+        var token: Subscription? = center.subscribe("batch.mode") { _ in withExtendedLifetime(capture) {} }
+        _ = consume capture
+        token = nil
+        if !_processFenceAvailable() {
+            #expect(live.current == 0, "a drop without the process-wide fence parked its entry")
+        }
+        #expect(eventually { live.current == 0 })
+        #expect(token == nil)
+        idle.signal()
+        other.join()
+    }
+
     /// With other threads holding records, dropped tokens are parked; an explicit `cancel()`
     /// anywhere settles them with its own fence, and nothing of them is left afterwards.
     @Test func droppedTokensAreSettledByTheNextBatchAndNeverCalledAgain() {

@@ -324,8 +324,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         guard let entry = found else { return }
         let bits = _Route.bits(entry)
         let onlyThread = _ThreadRecord.onlyThread
-        if !wait && !onlyThread && !_ThreadRecord.anyVisiblyCalls(bits) {
+        if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits) {
             // A drop that sees no call under way: one heavy fence later serves a whole batch.
+            // (In the symmetric mode the heavy fence is a plain full fence: nothing to save.)
             _Retirements.retire(entry)
             return
         }
