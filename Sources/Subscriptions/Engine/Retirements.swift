@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Entries of dropped tokens that wait for the process-wide fence that lets them go: a token's
 /// deinit never waits, so it need not pay a heavy fence of its own. One fence serves a batch.
@@ -32,12 +33,18 @@ enum _Retirements {
 
     private static let pending = _Lock<_UncheckedSendable<State>>(_UncheckedSendable(State()))
 
+    /// Whether entries may be parked: set under the lock by `retire`, cleared by `take`. Read
+    /// without it by `cancel()`, which skips the lock when nothing is parked (a stale `false` only
+    /// leaves a batch to the job or the next cancel).
+    private static let mayHaveEntries = Atomic<Bool>(false)
+
     /// Parks `entry`, already cancelled and out of every slot.
     static func retire(_ entry: _Entry) {
         let item = _UncheckedSendable(entry)
         let (count, schedule) = pending.withLock { box -> (Int, Bool) in
             var state = box.value
             state.entries.append(item.value)
+            mayHaveEntries.store(true, ordering: .relaxed)
             let schedule = !state.jobScheduled
             state.jobScheduled = true
             box = _UncheckedSendable(state)
@@ -62,7 +69,9 @@ enum _Retirements {
 
     /// Takes the parked entries, to be settled after a heavy fence that comes after this call.
     static func take() -> [_Entry] {
+        guard mayHaveEntries.load(ordering: .relaxed) else { return [] }
         let taken = pending.withLock { box -> _UncheckedSendable<[_Entry]> in
+            mayHaveEntries.store(false, ordering: .relaxed)
             var state = box.value
             let entries = state.entries
             state.entries = []
