@@ -9,14 +9,14 @@
 #define NE 1
 #define E 1
 
+#include "engine.pml"
+
 inline HANDLER(me, e) {
     if
     :: me == 0 -> if :: true -> CANCEL(me, e, 1) :: true -> skip fi
     :: else -> skip
     fi
 }
-
-#include "engine.pml"
 
 proctype poster(byte me) {
     THREAD_LOCALS;

@@ -112,9 +112,10 @@ byte nclaimed;        /* _subscriptions_claimed_records()               */
 byte wf[NT];          /* waitingFor: record + 1 (0: none), seq_cst      */
 byte won[NT];         /* waitingOn: the entry waited for, seq_cst       */
 bit note[NT];         /* the orphan note, seq_cst                       */
-byte lk[2];           /* locks: holder + 1 (0: free)                    */
+byte lk[3];           /* locks: holder + 1 (0: free)                    */
 #define STRIPE 0
 #define OLIST 1
+#define PARK 2
 
 /* A lock: acquire and release are read-modify-writes (full barriers on x86). */
 inline LOCK(t, l) { atomic { lk[l] == 0 -> lk[l] = t + 1; DRAIN(t) } }
@@ -322,25 +323,6 @@ inline FRAMED_CALL(me, e) {
 
 /* ---------- Cancel (Route.cancel) ---------- */
 
-/* Whether following waitingFor links from record c_r leads back to `me`, each link counting only
- * while its target still calls the waiter's waitingOn (ThreadRecord.closesCycle, fixed). */
-inline CYCLE_CHECK(me) {
-    c_cyc = 0; c_steps = 0;
-    do
-    :: c_steps >= NT -> c_cyc = 1; break      /* the code's step bound: treated as a cycle */
-    :: else ->
-        c_nx = wf[c_r];
-        if :: c_nx == 0 -> break :: else -> skip fi;
-        c_on = won[c_r];
-#ifndef MUT_STALE_LINK
-        if :: LOADV(me, AT(c_nx - 1)) != c_on -> break :: else -> skip fi;
-        if :: wf[c_r] != c_nx -> break :: else -> skip fi;   /* the link still stands */
-#endif
-        if :: c_nx - 1 == me -> c_cyc = 1; break :: else -> skip fi;
-        c_r = c_nx - 1; c_steps++
-    od
-}
-
 /* Ghost: whether record t waits (a live wait) for a record that still calls what t waits on. */
 #define LIVE(t) (wf[t] != 0 && OWNAT(wf[t] - 1) == won[t])
 #define LINK1(h, me) (LIVE(h) && wf[h] - 1 == me)
@@ -350,6 +332,30 @@ inline CYCLE_CHECK(me) {
 #define LINK2(h, me) false
 #endif
 #define REAL_CYCLE(h, e, me) (OWNAT(h) != e || LINK1(h, me) || LINK2(h, me))
+
+/* Ghost: a real cycle existed at some moment of the check (it holds from then until one of
+ * its waiters sees it and returns). */
+#define NOTE_REAL(me) if :: REAL_CYCLE(c_h, c_e, me) -> c_real = 1 :: else -> skip fi
+
+/* Whether following waitingFor links from record c_r leads back to `me`, each link counting only
+ * while its target still calls the waiter's waitingOn (ThreadRecord.closesCycle, fixed). */
+inline CYCLE_CHECK(me) {
+    c_cyc = 0; c_steps = 0; c_real = 0;
+    do
+    :: c_steps >= NT -> c_cyc = 1; break      /* the code's step bound: treated as a cycle */
+    :: else ->
+        d_step { c_nx = wf[c_r]; NOTE_REAL(me) };
+        if :: c_nx == 0 -> break :: else -> skip fi;
+        d_step { c_on = won[c_r]; NOTE_REAL(me) };
+#ifndef MUT_STALE_LINK
+        if :: d_step { LOADV(me, AT(c_nx - 1)) != c_on -> NOTE_REAL(me) }; break :: else -> NOTE_REAL(me) fi;
+        if :: d_step { wf[c_r] != c_nx -> NOTE_REAL(me) }; break :: else -> NOTE_REAL(me) fi;   /* the link still stands */
+#endif
+        if :: c_nx - 1 == me -> c_cyc = 1; break :: else -> skip fi;
+        c_r = c_nx - 1; c_steps++
+    od
+}
+
 
 /* The wait loop's sleep: blocks until a re-check could end differently (the holder moved off
  * `e`, or some waitingFor link changed). Spin then reports a wait that never ends as an
@@ -414,7 +420,7 @@ inline CANCEL(me, e, wait) {
                             c_r = c_h;
                             CYCLE_CHECK(me);
                             if
-                            :: c_cyc -> assert(REAL_CYCLE(c_h, c_e, me)); break
+                            :: c_cyc -> assert(c_real); break
                             :: else -> skip
                             fi;
 #endif
@@ -440,7 +446,7 @@ inline CANCEL(me, e, wait) {
     :: else -> skip
     fi;
     c_e = 0; c_found = 0; c_mine = 0; c_others = 0; c_cyc = 0; c_h = 0; c_t = 0; c_r = 0;
-    c_nx = 0; c_on = 0; c_steps = 0; c_w0 = 0; c_w1 = 0; c_w2 = 0
+    c_nx = 0; c_on = 0; c_steps = 0; c_real = 0; c_w0 = 0; c_w1 = 0; c_w2 = 0
 }
 
 /* ---------- Token drops, batched (one heavy fence per batch) ---------- */
@@ -498,7 +504,7 @@ inline FLUSH_BATCH(me) {
 #define THREAD_LOCALS \
     byte p_s, p_b, p_b2, p_i; \
     byte c_e, c_t, c_h, c_r, c_nx, c_on, c_steps, c_others, c_w0, c_w1, c_w2; \
-    bit c_found, c_mine, c_cyc, c_hit; \
+    bit c_found, c_mine, c_cyc, c_hit, c_real; \
     byte o_e, o_t, o_h, o_me, o_parked, o_free, o_all, o_new, o_seen; \
     byte b_set, b_e, b_t; bit b_held
 
