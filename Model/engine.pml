@@ -138,15 +138,16 @@ inline EXIT(t) {
 }
 
 /* The heavy fence with the only-thread shortcut: a plain full fence when the calling thread
- * owns the sole claimed record. ONLY_FENCE_FIRST: the full fence runs before the claimed count
- * is read (see README.md, "Findings"). */
+ * owns the sole claimed record. The full fence runs BEFORE the claimed count is read;
+ * SHORTCUT_AS_CODED reads the count first, as Route.swift does today (refuted: README.md,
+ * "Findings"). */
 #ifdef MUT_SHORTCUT_ANY_OWNER
 #define ONLY(t) (nclaimed <= 1)
 #else
 #define ONLY(t) (nclaimed == 1 && claimed[t])
 #endif
 inline HEAVY(t) {
-#ifdef ONLY_FENCE_FIRST
+#ifndef SHORTCUT_AS_CODED
     FULL(t);
 #endif
     if
@@ -221,34 +222,28 @@ inline SWEEP(me) {
  * heavy fence, sweep again (as coded today: once, if any holder was noted); release what this
  * thread may release, outside the lock. */
 inline COLLECT(me, noticed, parked) {
-    o_me = noticed; o_parked = parked; o_free = 0; o_seen = 0;
+    o_me = noticed; o_parked = parked; o_free = 0; o_seen = 0; o_pass = 0;
     if :: o_me != 0 -> SCSET(me, note[me], 0) :: else -> skip fi;
-    SWEEP(me);
-#ifndef MUT_NO_SECOND_SWEEP
-#ifdef ORPHAN_AS_CODED
-    if
-    :: o_all != 0 ->
-#ifndef MUT_ORPHAN_NO_HEAVY
-        MEMBARRIER(me);
-#endif
-        SWEEP(me)
-    :: else -> skip
-    fi;
-#else
     do
-    :: o_new != 0 ->
+    :: SWEEP(me);
+       o_pass++;
+#if defined(MUT_NO_SECOND_SWEEP)
+       break
+#elif defined(ORPHAN_AS_CODED)
+       if :: o_all == 0 || o_pass == 2 -> break :: else -> skip fi;
+#else
+       if :: o_new == 0 -> break :: else -> skip fi;
+#endif
 #ifndef MUT_ORPHAN_NO_HEAVY
-        MEMBARRIER(me);
+       MEMBARRIER(me)
+#else
+       skip
 #endif
-        SWEEP(me)
-    :: else -> break
     od;
-#endif
-#endif
     for (o_e : 1 .. NE) {
         if :: (o_free & (1 << o_e)) != 0 -> RELEASE(o_e) :: else -> skip fi
     }
-    o_me = 0; o_parked = 0; o_free = 0; o_all = 0; o_new = 0; o_seen = 0; o_e = 0; o_t = 0; o_h = 0
+    o_me = 0; o_parked = 0; o_free = 0; o_all = 0; o_new = 0; o_seen = 0; o_e = 0; o_t = 0; o_h = 0; o_pass = 0
 }
 
 /* Orphans.add */
@@ -404,9 +399,7 @@ inline CANCEL(me, e, wait) {
             RELEASE(c_e);
             d_step { cret[c_e] = 1; assert(NOT_IN(c_e)) }
         :: else -> if
-            :: c_mine || !wait ->
-                d_step { cret[c_e] = 1; exempt[c_e] = 1 };
-                ORPHAN(me, c_e)
+            :: c_mine || !wait -> c_cyc = 1   /* returns at once, like a cycle */
             :: else ->
                 for (c_h : 0 .. NT - 1) {
                     if
@@ -434,14 +427,18 @@ inline CANCEL(me, e, wait) {
                     fi
                 }
                 if
-                :: c_cyc ->
-                    d_step { cret[c_e] = 1; exempt[c_e] = 1 };
-                    ORPHAN(me, c_e)
-                :: else ->
+                :: !c_cyc ->
                     RELEASE(c_e);
                     d_step { cret[c_e] = 1; assert(NOT_IN(c_e)) }
+                :: else -> skip
                 fi
             fi
+        fi;
+        if
+        :: c_cyc ->
+            d_step { cret[c_e] = 1; exempt[c_e] = 1 };
+            ORPHAN(me, c_e)
+        :: else -> skip
         fi
     :: else -> skip
     fi;
@@ -505,7 +502,7 @@ inline FLUSH_BATCH(me) {
     byte p_s, p_b, p_b2, p_i; \
     byte c_e, c_t, c_h, c_r, c_nx, c_on, c_steps, c_others, c_w0, c_w1, c_w2; \
     bit c_found, c_mine, c_cyc, c_hit, c_real; \
-    byte o_e, o_t, o_h, o_me, o_parked, o_free, o_all, o_new, o_seen; \
+    byte o_e, o_t, o_h, o_me, o_parked, o_free, o_all, o_new, o_seen, o_pass; \
     byte b_set, b_e, b_t; bit b_held
 
 /* ---------- End of run: every cancelled entry released exactly once ---------- */
