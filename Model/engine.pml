@@ -290,10 +290,16 @@ inline POST(me, e) {
 #ifndef MUT_NO_REREAD
         p_s = LOADV(me, SLOTE(e));
 #endif
-        if
-        :: atomic { p_s != 0 && state[e] == ACTIVE -> BEGIN_CALL(me, e) }; CALL(me, e)
-        :: else -> skip
-        fi
+        /* the state check reads the entry: it must not have been released (freed) */
+        d_step {
+            p_b = 0;
+            if
+            :: p_s != 0 -> assert(!released[e]); if :: state[e] == ACTIVE -> p_b = 1; BEGIN_CALL(me, e) :: else -> skip fi
+            :: else -> skip
+            fi
+        };
+        if :: p_b -> CALL(me, e) :: else -> skip fi;
+        p_b = 0
     :: else -> skip
     fi;
     POP(me)
