@@ -107,18 +107,26 @@ extension PostCenter {
     /// ```
     ///
     /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
-    /// payload is the first buffered element and counts against `bufferingPolicy`.
+    /// payload is the first buffered element and counts against `bufferingPolicy`. Like every
+    /// `posts` overload, it records its caller's `fileID` and `line` (leave the defaults) for
+    /// ``subscriptionSites(for:)``.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool,
+        fileID: String = #fileID, line: Int = #line
     ) -> Posts<Payload> {
-        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic, replay: replay) { buffer.push($0) } }
+        _posts(topic.name, bufferingPolicy) { buffer in
+            self.subscribe(topic, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes that, with `replay: true`,
     /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:)-(Topic<Payload>,_,_)``.
     public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<PostObject> {
-        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, replay: replay) { buffer.push($0) } }
+        _posts(name, bufferingPolicy) { buffer in
+            self.subscribe(name, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 }
