@@ -26,6 +26,9 @@ extension PostCenter {
     /// While it lives the sequence counts as one subscriber of the name, in
     /// ``subscriptionCount(for:)`` and in the value `post` returns.
     ///
+    /// `Payload` must be `Sendable`: the posting thread puts each payload in the buffer and the
+    /// iterating task takes it out, usually on another thread.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to. Like a `subscribe(_:delivery:handler:)` of the topic,
     ///     the sequence receives every post of the topic's name whose payload is a `Payload`.
@@ -55,6 +58,8 @@ extension PostCenter {
     /// does not finish). Posts made without a sender never match. Otherwise the sequence behaves
     /// like the one of `posts(_:bufferingPolicy:)` of a topic: it subscribes now,
     /// yields in post order, ends with the loop, the task's cancellation or the center.
+    /// `Payload` must be `Sendable`, as there: the posting thread buffers it and the iterating
+    /// task takes it.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.

@@ -235,7 +235,8 @@ extension PostCenter {
     }
 
     /// Registers `observer` for `topic` on ``default``, selector style, holding it weakly, with
-    /// any ``Delivery``; the payload must be `Sendable`.
+    /// any ``Delivery``; the payload must be `Sendable`, since a `.queue` delivery hands it to the
+    /// queue's thread.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
@@ -302,7 +303,8 @@ extension PostCenter {
 
     /// The posts of `topic` on ``default`` as a single-consumer asynchronous sequence of
     /// payloads; same as `PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)`,
-    /// recording the caller's `fileID` and `line` (leave the defaults).
+    /// recording the caller's `fileID` and `line` (leave the defaults). `Payload` must be
+    /// `Sendable`: the posting thread buffers it and the iterating task takes it.
     public static func posts<Payload: Sendable>(
         _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, fileID: String = #fileID,
         line: Int = #line

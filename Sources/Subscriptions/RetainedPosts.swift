@@ -15,6 +15,10 @@ extension PostCenter {
     /// Delivery is exactly that of `post(_:_:)`. With `retain: false`
     /// the post is a plain `post(topic, payload)` and leaves the retained post alone.
     ///
+    /// `Payload` must be `Sendable` (a plain `post(_:_:)` need not): a retained payload may be
+    /// replayed later on another thread, to whichever thread subscribes with `replay: true`, or
+    /// to that subscription's queue.
+    ///
     /// - Lifetime: the center holds the retained payload strongly until it is replaced or
     ///   cleared with ``clearRetained(_:)-(Topic<Payload>)``; the name's entry stays in the
     ///   center's table until then.
@@ -107,7 +111,9 @@ extension PostCenter {
     /// ```
     ///
     /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
-    /// payload is the first buffered element and counts against `bufferingPolicy`. Like every
+    /// payload is the first buffered element and counts against `bufferingPolicy`. `Payload`
+    /// must be `Sendable`, as there: the posting (or replaying) thread buffers it and the
+    /// iterating task takes it. Like every
     /// `posts` overload, it records its caller's `fileID` and `line` (leave the defaults) for
     /// ``subscriptionSites(for:)``.
     public func posts<Payload: Sendable>(

@@ -19,7 +19,8 @@ import Testing
 ///
 /// - Threading: `Sendable`; every member may be used from any thread or task at any time. A post
 ///   is recorded on the posting thread, before `post` returns, so posts of one thread are
-///   recorded in post order.
+///   recorded in post order. `Payload` must be `Sendable` because the payloads recorded on the
+///   posting threads are read by the test on its own task.
 /// - Lifetime: the recorder owns its subscription. ``cancel()`` or dropping the last reference
 ///   to the recorder unsubscribes; payloads recorded so far stay readable while it lives.
 ///   Payloads are kept strongly (a ``PostObject`` envelope still holds its data weakly).
