@@ -126,7 +126,7 @@ extension PostCenter {
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes that, with `replay: true`,
-    /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:)-(Topic<Payload>,_,_)``.
+    /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:fileID:line:)-(Topic<Payload>,_,_,_,_)``.
     public func posts(
         _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool, fileID: String = #fileID,
         line: Int = #line
