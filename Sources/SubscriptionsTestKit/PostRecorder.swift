@@ -172,7 +172,7 @@ public struct PostRecorderTimeout: Error, CustomStringConvertible, Sendable {
             + "received \(received): [\(listed)\(more)]"
     }
 
-    /// How many of the payloads that arrived the description lists.
+    /// How many of the payloads that arrived the description lists: 20.
     public static let listedPayloads = 20
 }
 

@@ -150,6 +150,21 @@ struct PostRecorderTests {
         #expect(text.contains("PostRecorderTests.swift"), "\(text)")
     }
 
+    @Test func theDefaultTimeoutIsOneSecond() async {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        let error = await Task.detached { () -> PostRecorderTimeout? in
+            do {
+                try await recorder.waitForCount(1)
+                return nil
+            } catch {
+                return error as? PostRecorderTimeout
+            }
+        }.value
+        #expect(error?.timeout == .seconds(1))
+        #expect(error?.description.contains("waited 1.0 seconds for 1 post,") == true, "\(String(describing: error))")
+    }
+
     @Test func theTimeoutListsTheFirstTwentyPayloadsAndCountsTheRest() {
         let timeout = PostRecorderTimeout(
             source: "topic \"n\"", site: "T.swift:1", wanted: 30, received: 25, timeout: .seconds(1),
