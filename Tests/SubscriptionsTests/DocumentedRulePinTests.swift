@@ -103,6 +103,33 @@ struct DocumentedRulePinTests {
         withExtendedLifetime((a, b)) {}
     }
 
+    /// `Diagnostics.init`: "subscriptionLimit: Live subscriptions of one name before a warning;
+    /// default 1,000", "nestingLimit: ... default 32", "reportsUnheardPosts: ... default false".
+    @Test func diagnosticsDefaultToAThousandSubscriptionsADepthOf32AndNoUnheardReports() {
+        let center = PostCenter()
+        let reports = Recorder<PostCenter.Diagnostic>()
+        center.diagnostics = .init { reports.append($0) }
+        var tokens = (0..<999).map { _ in center.subscribe("many") { _ in } }
+        #expect(reports.values.isEmpty)
+        tokens.append(center.subscribe("many") { _ in })
+        #expect(reports.values.map(\.name) == ["many"])
+        if case .manySubscriptions(_, let count, _)? = reports.values.first { #expect(count == 1000) }
+        tokens.removeAll()
+        reports.reset()
+
+        let depth = Counter()
+        let token = center.subscribe("deep") { _ in
+            depth.increment()
+            if depth.count < 40 { center.post("deep") }
+        }
+        center.post("deep")
+        #expect(reports.values == [.deepNesting(name: "deep", depth: 32)])
+        reports.reset()
+        center.post("nobody listens")
+        #expect(reports.values.isEmpty)
+        withExtendedLifetime(token) {}
+    }
+
     // MARK: The call-site table (Engine/CallSites.swift)
 
     /// "`intern` returns 0 (unknown) once `capacity` distinct sites are recorded": the table
