@@ -1,3 +1,4 @@
+import Foundation
 import Subscriptions
 import SubscriptionsTestKit
 import Testing
@@ -51,6 +52,25 @@ extension Topic where Payload == Int {
 
 @Suite("The docs' for-await view model")
 struct DocSnippetTests {
+    /// The snippets above are the ones the docs show: each doc contains the text between its
+    /// BEGIN and END lines, so a doc edited without this file (or the reverse) fails here.
+    @Test(arguments: [
+        ("README view model", "README.md"),
+        ("article for-await test", "Sources/Subscriptions/Subscriptions.docc/TestingCodeThatPosts.md"),
+    ])
+    func theDocsShowTheSnippetsThisFileCompiles(snippet: String, doc: String) throws {
+        let here = URL(fileURLWithPath: #filePath)
+        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let source = try String(contentsOf: here, encoding: .utf8)
+        let begin = try #require(source.range(of: "// BEGIN \(snippet)\n"))
+        let end = try #require(source.range(of: "// END \(snippet)\n"))
+        let code = String(source[begin.upperBound..<end.lowerBound])
+        let text = try String(contentsOf: root.appendingPathComponent(doc), encoding: .utf8)
+        #expect(
+            text.contains("```swift\n" + code + "```\n"),
+            "\(doc) does not show the \(snippet) of \(here.lastPathComponent)")
+    }
+
     @Test @MainActor func theLoopEndsAndUnsubscribesWhenTheModelGoes() async throws {
         let center = PostCenter()
         var model: InboxModel? = InboxModel(center: center)
