@@ -44,7 +44,7 @@ extension Topic where Payload == Int {
     center.post(.message, "hello")
     center.post(.message, "again")
 
-    try await counts.waitForCount(2)  // the loop has handled both posts
+    try await counts.waitForCount(2, timeout: .seconds(30))  // the loop has handled both
     #expect(counts.payloads == [1, 2])
     #expect(await inbox.unread == 2)
 }
@@ -79,7 +79,7 @@ struct DocSnippetTests {
         #expect(center.subscriptionCount(for: "message") == 1)
         let counts = PostRecorder(.unreadCount, in: center)
         center.post(.message, "one")
-        try await counts.waitForCount(1)
+        try await counts.waitForCount(1, timeout: .seconds(30))
         #expect(model?.unread == 1)
 
         model = nil
