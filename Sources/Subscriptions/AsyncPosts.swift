@@ -26,6 +26,9 @@ extension PostCenter {
     /// While it lives the sequence counts as one subscriber of the name, in
     /// ``subscriptionCount(for:)`` and in the value `post` returns.
     ///
+    /// `Payload` must be `Sendable`: the posting thread puts each payload in the buffer and the
+    /// iterating task takes it out, usually on another thread.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to. Like a `subscribe(_:delivery:handler:)` of the topic,
     ///     the sequence receives every post of the topic's name whose payload is a `Payload`.
@@ -33,13 +36,19 @@ extension PostCenter {
     ///     (``PostsBufferingPolicy/unbounded``), like `AsyncStream`. A bounded policy discards
     ///     posts when the consumer falls behind and reports how many through ``diagnostics``
     ///     (``Diagnostic/droppedPosts(name:count:)``). See ``PostsBufferingPolicy``.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)`` and
+    ///     ``Diagnostic/manySubscriptions(name:count:site:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     /// - Complexity: subscribing is amortised O(1); each post costs the sequence one lock
     ///   acquisition and no suspension of the poster.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<Payload> {
-        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic) { buffer.push($0) } }
+        _posts(topic.name, bufferingPolicy) { buffer in
+            self.subscribe(topic, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 
     /// The posts of `topic` made `from: sender` as an asynchronous sequence of payloads, like
@@ -49,16 +58,23 @@ extension PostCenter {
     /// does not finish). Posts made without a sender never match. Otherwise the sequence behaves
     /// like the one of `posts(_:bufferingPolicy:)` of a topic: it subscribes now,
     /// yields in post order, ends with the loop, the task's cancellation or the center.
+    /// `Payload` must be `Sendable`, as there: the posting thread buffers it and the iterating
+    /// task takes it.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - sender: The only sender whose posts are yielded; held weakly.
     ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ topic: Topic<Payload>, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded,
+        fileID: String = #fileID, line: Int = #line
     ) -> Posts<Payload> {
-        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic, from: sender) { buffer.push($0) } }
+        _posts(topic.name, bufferingPolicy) { buffer in
+            self.subscribe(topic, from: sender, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes.
@@ -84,11 +100,14 @@ extension PostCenter {
     ///     (their payload is read with ``PostObject/payload(as:)``).
     ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default. A
     ///     bounded policy reports what it discards through ``diagnostics``.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<PostObject> {
-        _posts(name, bufferingPolicy) { buffer in self.subscribe(name) { buffer.push($0) } }
+        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, fileID: fileID, line: line) { buffer.push($0) } }
     }
 
     /// The posts of `name` made `from: sender` as an asynchronous sequence of envelopes, like
@@ -102,11 +121,16 @@ extension PostCenter {
     ///   - name: The name to listen to.
     ///   - sender: The only sender whose posts are yielded; held weakly.
     ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default.
+    ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The call site's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     public func posts(
-        _ name: String, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ name: String, from sender: AnyObject, bufferingPolicy: PostsBufferingPolicy = .unbounded,
+        fileID: String = #fileID, line: Int = #line
     ) -> Posts<PostObject> {
-        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, from: sender) { buffer.push($0) } }
+        _posts(name, bufferingPolicy) { buffer in
+            self.subscribe(name, from: sender, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 
     /// Makes the buffer, subscribes it with `subscribe`, and lets the center finish it when the

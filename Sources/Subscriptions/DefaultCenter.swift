@@ -133,11 +133,13 @@ extension PostCenter {
     }
 
     /// The posts of `name` on ``default`` as a single-consumer asynchronous sequence of
-    /// envelopes; same as `PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)`.
+    /// envelopes; same as `PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)`,
+    /// recording the caller's `fileID` and `line` (leave the defaults).
     public static func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<PostObject> {
-        PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy)
+        PostCenter.default.posts(name, bufferingPolicy: bufferingPolicy, fileID: fileID, line: line)
     }
 
     // MARK: Typed topics
@@ -233,7 +235,8 @@ extension PostCenter {
     }
 
     /// Registers `observer` for `topic` on ``default``, selector style, holding it weakly, with
-    /// any ``Delivery``; the payload must be `Sendable`.
+    /// any ``Delivery``; the payload must be `Sendable`, since a `.queue` delivery hands it to the
+    /// queue's thread.
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
@@ -299,10 +302,13 @@ extension PostCenter {
     }
 
     /// The posts of `topic` on ``default`` as a single-consumer asynchronous sequence of
-    /// payloads; same as `PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)`.
+    /// payloads; same as `PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)`,
+    /// recording the caller's `fileID` and `line` (leave the defaults). `Payload` must be
+    /// `Sendable`: the posting thread buffers it and the iterating task takes it.
     public static func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<Payload> {
-        PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy)
+        PostCenter.default.posts(topic, bufferingPolicy: bufferingPolicy, fileID: fileID, line: line)
     }
 }

@@ -15,6 +15,10 @@ extension PostCenter {
     /// Delivery is exactly that of `post(_:_:)`. With `retain: false`
     /// the post is a plain `post(topic, payload)` and leaves the retained post alone.
     ///
+    /// `Payload` must be `Sendable` (a plain `post(_:_:)` need not): a retained payload may be
+    /// replayed later on another thread, to whichever thread subscribes with `replay: true`, or
+    /// to that subscription's queue.
+    ///
     /// - Lifetime: the center holds the retained payload strongly until it is replaced or
     ///   cleared with ``clearRetained(_:)-(Topic<Payload>)``; the name's entry stays in the
     ///   center's table until then.
@@ -107,18 +111,28 @@ extension PostCenter {
     /// ```
     ///
     /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
-    /// payload is the first buffered element and counts against `bufferingPolicy`.
+    /// payload is the first buffered element and counts against `bufferingPolicy`. `Payload`
+    /// must be `Sendable`, as there: the posting (or replaying) thread buffers it and the
+    /// iterating task takes it. Like every
+    /// `posts` overload, it records its caller's `fileID` and `line` (leave the defaults) for
+    /// ``subscriptionSites(for:)``.
     public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
+        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool,
+        fileID: String = #fileID, line: Int = #line
     ) -> Posts<Payload> {
-        _posts(topic.name, bufferingPolicy) { buffer in self.subscribe(topic, replay: replay) { buffer.push($0) } }
+        _posts(topic.name, bufferingPolicy) { buffer in
+            self.subscribe(topic, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 
     /// The posts of `name` as an asynchronous sequence of envelopes that, with `replay: true`,
-    /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:)-(Topic<Payload>,_,_)``.
+    /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:fileID:line:)-(Topic<Payload>,_,_,_,_)``.
     public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool
+        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool, fileID: String = #fileID,
+        line: Int = #line
     ) -> Posts<PostObject> {
-        _posts(name, bufferingPolicy) { buffer in self.subscribe(name, replay: replay) { buffer.push($0) } }
+        _posts(name, bufferingPolicy) { buffer in
+            self.subscribe(name, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
+        }
     }
 }

@@ -42,8 +42,8 @@ extension PostCenter {
     ///
     /// Counts subscriptions of the name and of every topic with that name, paused ones included;
     /// cancelled ones, fired one-shots and registrations whose observer or sender deallocated
-    /// are left out. Subscriptions made by the library itself (such as those behind
-    /// `posts(_:)`) report the library's own call site.
+    /// are left out. The subscription behind a `posts(_:)` sequence reports the line that
+    /// called `posts`.
     ///
     /// - Parameter name: The name, as passed to `subscribe` (a topic's ``Topic/name``).
     /// - Returns: The call sites, busiest first; empty when nobody listens.

@@ -17,6 +17,16 @@ private final class Battery: Sendable {
     }
 }
 
+/// The issues a `withKnownIssue` matcher saw.
+private final class IssueLog: @unchecked Sendable {
+    // @unchecked: `issues` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var issues: [Issue] = []
+
+    func append(_ issue: Issue) { lock.withLock { issues.append(issue) } }
+    var all: [Issue] { lock.withLock { issues } }
+}
+
 @Suite("PostRecorder", .timeLimit(.minutes(1)))
 struct PostRecorderTests {
     @Test func recordsTopicPayloadsOnThePostingThreadInPostOrder() {
@@ -67,32 +77,119 @@ struct PostRecorderTests {
         #expect(recorder.count == 3)
     }
 
-    @Test func aTimeoutNamesTheTopicTheCountWantedAndTheCountReceived() async {
+    @Test func aTimeoutRecordsOneIssueAtTheCallListingWhatArrived() async throws {
+        let center = PostCenter()
+        let recorderLine = #line + 1
+        let recorder = PostRecorder(.battery, in: center)
+        center.post(.battery, 80)
+        center.post(.battery, 81)
+        let issues = IssueLog()
+        let callLine = #line + 2
+        try await withKnownIssue {
+            try await recorder.waitForCount(3, timeout: .milliseconds(20))
+            Issue.record("waitForCount returned after a timeout: the test did not stop at the call")
+        } matching: { issue in
+            issues.append(issue)
+            return true
+        }
+        let recorded = issues.all
+        #expect(recorded.count == 1, "one issue, not also one for the thrown error: \(recorded)")
+        let issue = recorded.first
+        #expect(issue?.sourceLocation?.line == callLine)
+        #expect(issue?.sourceLocation?.fileID == "SubscriptionsTestKitTests/PostRecorderTests.swift")
+        let text = issue?.comments.map(\.rawValue).joined() ?? ""
+        #expect(
+            text.hasPrefix(
+                "PostRecorder of topic \"battery\" (SubscriptionsTestKitTests/PostRecorderTests.swift:\(recorderLine)): "
+                    + "waited 0.02 seconds for 3 posts"), "\(text)")
+        #expect(text.hasSuffix("received 2: [80, 81]"), "\(text)")
+    }
+
+    @Test func aTimeoutIsReportedWhereTheSourceLocationPointsWhenOneIsPassed() async throws {
+        let center = PostCenter()
+        let recorder = PostRecorder("login", in: center)
+        let issues = IssueLog()
+        let place = SourceLocation(
+            fileID: "App/LoginTests.swift", filePath: "/App/LoginTests.swift", line: 7, column: 3)
+        try await withKnownIssue {
+            try await recorder.waitForCount(1, timeout: .milliseconds(20), sourceLocation: place)
+        } matching: { issue in
+            issues.append(issue)
+            return true
+        }
+        #expect(issues.all.map(\.sourceLocation) == [place])
+        let text = issues.all.first?.comments.map(\.rawValue).joined() ?? ""
+        #expect(text.contains("name \"login\""), "\(text)")
+        #expect(text.contains("for 1 post,"), "\(text)")
+        #expect(text.hasSuffix("received 0: []"), "\(text)")
+    }
+
+    @Test func outsideATestATimeoutThrowsPostRecorderTimeoutNamingTheTopicTheCountsAndThePayloads() async {
         let center = PostCenter()
         let recorder = PostRecorder(.battery, in: center)
         center.post(.battery, 80)
-        let error = await #expect(throws: PostRecorderTimeout.self) {
-            try await recorder.waitForCount(2, timeout: .milliseconds(20))
-        }
+        // A detached task does not inherit `Test.current`: as in XCTest or a plain program.
+        let outcome = await Task.detached { () -> (any Error)? in
+            #expect(Test.current == nil)
+            do {
+                try await recorder.waitForCount(2, timeout: .milliseconds(20))
+                return nil
+            } catch {
+                return error
+            }
+        }.value
+        let error = outcome as? PostRecorderTimeout
+        #expect(error != nil, "\(String(describing: outcome))")
         #expect(error?.wanted == 2)
         #expect(error?.received == 1)
+        #expect(error?.arrived == ["80"])
         let text = error?.description ?? ""
         #expect(text.contains("topic \"battery\""), "\(text)")
         #expect(text.contains("for 2 posts"), "\(text)")
-        #expect(text.contains("received 1"), "\(text)")
+        #expect(text.contains("received 1: [80]"), "\(text)")
         #expect(text.contains("PostRecorderTests.swift"), "\(text)")
     }
 
-    @Test func aTimeoutOfANameRecorderNamesTheName() async {
+    @Test func theDefaultTimeoutIsOneSecond() async {
         let center = PostCenter()
-        let recorder = PostRecorder("login", in: center)
-        let error = await #expect(throws: PostRecorderTimeout.self) {
-            try await recorder.waitForCount(1, timeout: .milliseconds(20))
-        }
-        let text = error?.description ?? ""
-        #expect(text.contains("name \"login\""), "\(text)")
-        #expect(text.contains("for 1 post,"), "\(text)")
-        #expect(text.contains("received 0"), "\(text)")
+        let recorder = PostRecorder(.battery, in: center)
+        let error = await Task.detached { () -> PostRecorderTimeout? in
+            do {
+                try await recorder.waitForCount(1)
+                return nil
+            } catch {
+                return error as? PostRecorderTimeout
+            }
+        }.value
+        #expect(error?.timeout == .seconds(1))
+        #expect(error?.description.contains("waited 1.0 seconds for 1 post,") == true, "\(String(describing: error))")
+    }
+
+    @Test func theTimeoutListsTheFirstTwentyPayloadsAndCountsTheRest() {
+        let timeout = PostRecorderTimeout(
+            source: "topic \"n\"", site: "T.swift:1", wanted: 30, received: 25, timeout: .seconds(1),
+            arrived: (0..<20).map(String.init))
+        #expect(PostRecorderTimeout.listedPayloads == 20)
+        #expect(
+            timeout.description.hasSuffix(
+                "received 25: [\((0..<20).map(String.init).joined(separator: ", ")), … 5 more]"))
+    }
+
+    @Test func aTimeoutKeepsOnlyTheFirstListedPayloads() async {
+        let center = PostCenter()
+        let recorder = PostRecorder(.battery, in: center)
+        for level in 0..<25 { center.post(.battery, level) }
+        let error = await Task.detached { () -> PostRecorderTimeout? in
+            do {
+                try await recorder.waitForCount(26, timeout: .milliseconds(20))
+                return nil
+            } catch {
+                return error as? PostRecorderTimeout
+            }
+        }.value
+        #expect(error?.arrived == (0..<20).map(String.init))
+        #expect(error?.received == 25)
+        #expect(error?.description.hasSuffix(", 19, … 5 more]") == true, "\(String(describing: error))")
     }
 
     @Test func cancellingTheWaitingTaskThrowsCancellationError() async {

@@ -21,12 +21,15 @@ struct EngineBugTests {
         let center = PostCenter()
         let tokens = Tokens()
         let arrived = SharedCounter()
-        tokens.first = center.subscribe("x") { post in
+        // `tokens` is captured weakly: it holds this handler's own token, so a strong capture
+        // would be a cycle (token → handler → tokens → token) that LeakSanitizer reports. The
+        // test's `tokens` outlives every post, so the handler always finds it.
+        tokens.first = center.subscribe("x") { [weak tokens] post in
             arrived.value.add(1, ordering: .sequentiallyConsistent)
             // Wait until both threads are inside a post of "x" (bounded: the other thread has
             // already started posting, or starts within a few scheduling rounds).
             while arrived.value.load(ordering: .sequentiallyConsistent) < 2 { sched_yield() }
-            if post.flag == "A" { tokens.second?.cancel() } else { tokens.third?.cancel() }
+            if post.flag == "A" { tokens?.second?.cancel() } else { tokens?.third?.cancel() }
         }
         tokens.second = center.subscribe("x") { _ in }
         tokens.third = center.subscribe("x") { _ in }
@@ -41,6 +44,10 @@ struct EngineBugTests {
         let finished = done.wait(timeout: deadline) == .success && done.wait(timeout: deadline) == .success
         if !finished { _ = Unmanaged.passRetained(tokens) }
         #expect(finished, "cross-thread cancels from handlers waited for each other")
+        if finished {
+            #expect(tokens.second?.isActive == false)
+            #expect(tokens.third?.isActive == false)
+        }
     }
 }
 

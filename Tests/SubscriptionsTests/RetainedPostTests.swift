@@ -51,6 +51,24 @@ struct RetainedPostTests {
         withExtendedLifetime(token) {}
     }
 
+    /// Why `post(_:_:retain: true)` requires `Sendable` (RetainedPosts article): the payload
+    /// posted on one thread is replayed later on the thread that subscribes.
+    @Test func aRetainedPayloadIsReplayedOnTheSubscribingThreadNotThePostersThread() {
+        let center = PostCenter()
+        let poster = currentThreadID()  // this thread outlives the test's other thread
+        center.post(battery, 80, retain: true)
+        let subscriber = Recorder<ObjectIdentifier>()
+        let seen = Recorder<ObjectIdentifier>()
+        TestThread {
+            subscriber.append(currentThreadID())
+            let token = center.subscribe(battery, replay: true) { _ in seen.append(currentThreadID()) }
+            withExtendedLifetime(token) {}
+        }.join()
+        #expect(seen.values.count == 1)
+        #expect(seen.values == subscriber.values)
+        #expect(seen.values != [poster])
+    }
+
     @Test func replayWithoutARetainedPostDeliversOnlyLivePosts() {
         let center = PostCenter()
         center.post(battery, 79)
