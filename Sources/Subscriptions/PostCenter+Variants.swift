@@ -294,7 +294,9 @@ extension PostCenter {
         _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        _add(
+            replay ? _mainActorEntry(handler) : _mainHandler(handler), PostObject.self, to: _NameKey(name),
+            replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic`; see ``MainActorDelivery``.
@@ -315,7 +317,9 @@ extension PostCenter {
         _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), Payload.self, to: topic._key, replay: replay, fileID, line)
+        _add(
+            replay ? _mainActorEntry(handler) : _mainHandler(handler), Payload.self, to: topic._key,
+            replay: replay, fileID, line)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -367,6 +371,13 @@ extension PostCenter {
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.
+    func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
+        // Global-actor isolation does not change a function's representation; the entry calls it
+        // only on the main actor (see `_MainHandler`).
+        _MainHandler(unsafeBitCast(handler, to: ((Payload) -> Void).self), mailbox: _deliveries.main)
     }
 
     func _mainActorEntry<Payload>(

@@ -326,6 +326,7 @@ public final class PostCenter: Sendable {
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
+        if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
         return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
             _, payload in
             handler(payload)

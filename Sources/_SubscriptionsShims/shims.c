@@ -114,6 +114,8 @@ long _subscriptions_claimed_records(void) {
 
 // MARK: The main thread
 
+__thread int _subscriptions_main_state = 0;
+
 #if defined(__APPLE__)
 int _subscriptions_is_main_thread(void) { return pthread_main_np() == 1 ? 1 : 0; }
 #elif defined(__linux__)

@@ -53,6 +53,19 @@ class _Entry: @unchecked Sendable {
     /// unlocking (an observer's deinit is user code and must never run under a lock).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
 
+    /// Runs a delivery that a mailbox (`_MainMailbox`) held: moves the payload out of `payload`
+    /// (its type is this entry's) and calls the handler inside a queued-call frame on `route`,
+    /// unless the entry was cancelled or paused meanwhile (then the payload is dropped).
+    func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
+        fatalError("_Entry.runQueued must be overridden by entries that use a mailbox")
+    }
+
+    /// Drops a delivery that a mailbox held without running it: moves the payload out and
+    /// releases it.
+    func dropQueued(_ payload: UnsafeMutableRawPointer) {
+        fatalError("_Entry.dropQueued must be overridden by entries that use a mailbox")
+    }
+
     /// Lets go of the handler closure now, even if something else still holds the entry (a
     /// queued delivery that has not started yet keeps a reference). Called by the canceller once
     /// no frame can be running the handler any more.
@@ -172,7 +185,11 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         case .mainActor where _isOnMainActor():
             return invoke?(target.observer, payload) ?? false
         case .mainActor:
-            schedule(payload, on: .main, route: route)
+            if let tracker {
+                tracker.main.append(payload, entry: self, route: route)
+            } else {
+                schedule(payload, on: .main, route: route)
+            }
             return true
         case .queue(let queue):
             schedule(payload, on: queue, route: route)
@@ -200,6 +217,21 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
                 box.value.1._endCall(ticket)
             }
         }
+    }
+
+    /// A main-actor delivery the center's main mailbox held (see `_MainMailbox`).
+    override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
+        let value = _RecordBuffer.takePayload(Payload.self, payload)
+        _withFrameCell { cell in
+            guard let ticket = route._beginQueuedCall(self, cell) else { return }
+            let target = target()
+            if target.alive { _ = invoke?(target.observer, value) }
+            route._endCall(ticket)
+        }
+    }
+
+    override func dropQueued(_ payload: UnsafeMutableRawPointer) {
+        _ = _RecordBuffer.takePayload(Payload.self, payload)
     }
 
     /// The observer to call the selector on, loaded once: `alive` is `false` when a selector
@@ -252,7 +284,9 @@ private let _mainQueueKey: DispatchSpecificKey<UInt8> = {
     return key
 }()
 
-/// Whether the caller runs on the main actor's executor: the main thread, or the main queue.
+/// Whether the caller runs on the main actor's executor: the main thread (asked of the kernel
+/// once per thread, then a thread-local load), or the main queue.
+@inline(__always)
 func _isOnMainActor() -> Bool {
-    _subscriptions_is_main_thread() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
+    _subscriptions_is_main_thread_cached() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
 }

@@ -1,0 +1,343 @@
+import Dispatch
+import Synchronization
+internal import _SubscriptionsShims
+
+/// A plain main-actor handler (`delivery: .mainActor`, no option): the main-actor twin of
+/// `_Handler`.
+///
+/// **On the main actor** a post recognises this class by its metadata (like `_Handler`), asks
+/// once per post whether it runs on the main actor (a thread-local load once the thread was
+/// asked, see `_isOnMainActor()`), and calls `handler` directly: no envelope, no cast, no
+/// allocation, no virtual call.
+///
+/// **Elsewhere** the post appends the payload to the center's main mailbox (`_MainMailbox`),
+/// which one main-queue job per burst drains for every main-actor handler of the center, in
+/// post order.
+final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
+    // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
+    // and read only inside a frame after checking the state, so the two never overlap.
+
+    /// The user's handler, `@MainActor` in the source: stored as a plain function (global-actor
+    /// isolation does not change a function's representation) and called only on the main actor.
+    @exclusivity(unchecked) var handler: ((Payload) -> Void)?
+    /// Where posts from other threads go.
+    let mailbox: _MainMailbox
+
+    init(_ handler: @escaping (Payload) -> Void, mailbox: _MainMailbox) {
+        self.handler = handler
+        self.mailbox = mailbox
+    }
+
+    /// The post path (inside the post's frame, the entry checked active): calls the handler when
+    /// the post runs on the main actor, else hands the payload to the mailbox.
+    @inline(__always)
+    func take(_ payload: Payload, onMainActor: Bool, route: Unmanaged<_Route>) {
+        if onMainActor {
+            handler?(payload)
+        } else {
+            mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
+        }
+    }
+
+    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
+        guard let payload = _extract(Payload.self, from: post) else { return false }
+        take(payload, onMainActor: _isOnMainActor(), route: .passUnretained(route))
+        return true
+    }
+
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        take(
+            payload.assumingMemoryBound(to: Payload.self).pointee, onMainActor: _isOnMainActor(),
+            route: .passUnretained(route))
+        return true
+    }
+
+    override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
+        let value = _RecordBuffer.takePayload(Payload.self, payload)
+        _withFrameCell { cell in
+            guard let ticket = route._beginQueuedCall(self, cell) else { return }
+            handler?(value)
+            route._endCall(ticket)
+        }
+    }
+
+    override func dropQueued(_ payload: UnsafeMutableRawPointer) {
+        _ = _RecordBuffer.takePayload(Payload.self, payload)
+    }
+
+    override func releaseHandler() {
+        handler = nil
+    }
+}
+
+/// What a center's `waitForPendingDeliveries()` waits for besides counted deliveries: a FIFO
+/// of deliveries (the main mailbox, an actor subscription's mailbox) that can say how many it
+/// took so far and wake a waiter once those are handled or dropped.
+protocol _PendingWork: AnyObject, Sendable {
+    /// How many deliveries were appended so far, or `nil` when all of them are done already.
+    func mark() -> UInt64?
+    /// Resumes `continuation` once the first `mark` deliveries are done; returns `false` (and
+    /// does not keep it) when they are done already.
+    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool
+}
+
+/// The progress of a mailbox, kept under its lock: deliveries appended and done (handled or
+/// dropped), and the waiters of `waitForPendingDeliveries()`.
+struct _MailboxProgress {
+    var appended: UInt64 = 0
+    var done: UInt64 = 0
+    var waiters: [(mark: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// Counts `n` deliveries done; returns the waiters to resume (after unlocking).
+    mutating func finish(_ n: Int) -> [CheckedContinuation<Void, Never>] {
+        done &+= UInt64(n)
+        guard !waiters.isEmpty else { return [] }
+        var ready: [CheckedContinuation<Void, Never>] = []
+        waiters.removeAll { waiter in
+            guard waiter.mark <= done else { return false }
+            ready.append(waiter.continuation)
+            return true
+        }
+        return ready
+    }
+
+    /// `appended`, or `nil` when everything appended is done.
+    func mark() -> UInt64? { done >= appended ? nil : appended }
+
+    /// Keeps `continuation` until `mark` deliveries are done; `false` when they are.
+    mutating func keep(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
+        if done >= mark { return false }
+        waiters.append((mark, continuation))
+        return true
+    }
+}
+
+/// A center's main-actor deliveries posted off the main actor: one FIFO for every main-actor
+/// subscription of the center, drained on the main queue by one job per burst.
+///
+/// A post appends a record (the entry and route, retained, and the payload) under the mailbox's
+/// spin lock; the first post of a burst (`draining` was `false`) schedules the job. The job
+/// swaps the records out under the lock, runs them without it (each in a queued-call frame, so
+/// `cancel()` waits for a running handler and a cancelled or paused entry's record is dropped),
+/// and looks again; finding the mailbox empty, it clears `draining` under the same lock and ends
+/// at once, so a later post schedules the next job and no wake-up is lost. After
+/// `batchLimit` records it schedules itself again instead of looping, so that other main-queue
+/// work runs in between.
+final class _MainMailbox: _PendingWork, @unchecked Sendable {
+    // @unchecked: every stored property but `locked` is guarded by `locked`.
+
+    /// How many records a job runs before it lets other main-queue work run.
+    static var batchLimit: Int { 256 }
+
+    private let locked = Atomic<Bool>(false)
+    @exclusivity(unchecked) private var pending = _RecordBuffer()
+    @exclusivity(unchecked) private var spare = _RecordBuffer()
+    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) private var progress = _MailboxProgress()
+
+    init() {}
+
+    /// Appends a delivery of `payload` to `entry` and schedules the job if none is.
+    func append<Payload>(_ payload: Payload, entry: _Entry, route: _Route) {
+        _spinLock(locked)
+        pending.append(payload, entry: entry, route: route)
+        progress.appended &+= 1
+        let start = !draining
+        draining = true
+        _spinUnlock(locked)
+        if start { schedule() }
+    }
+
+    private func schedule() {
+        DispatchQueue.main.async { [self] in drain() }
+    }
+
+    /// Runs on the main queue: runs the records in order until the mailbox is empty.
+    private func drain() {
+        _spinLock(locked)
+        var batch = spare.take()
+        _spinUnlock(locked)
+        var ran = 0
+        while true {
+            _spinLock(locked)
+            swap(&batch, &pending)
+            let count = batch.count
+            if count == 0 { draining = false }
+            _spinUnlock(locked)
+            if count == 0 { break }
+            batch.run()
+            _spinLock(locked)
+            let ready = progress.finish(count)
+            _spinUnlock(locked)
+            for continuation in ready { continuation.resume() }
+            ran += count
+            if ran >= Self.batchLimit {
+                // Still `draining`: the next job takes over, later posts append to it.
+                keep(&batch)
+                schedule()
+                return
+            }
+        }
+        keep(&batch)
+    }
+
+    /// Keeps an empty buffer's capacity for the next job, unless a big burst left a big one.
+    private func keep(_ batch: inout _RecordBuffer) {
+        if batch.capacity <= 64 * Self.batchLimit {
+            _spinLock(locked)
+            swap(&batch, &spare)
+            _spinUnlock(locked)
+        }
+        batch.free()
+    }
+
+    func mark() -> UInt64? {
+        _spinLock(locked)
+        defer { _spinUnlock(locked) }
+        return progress.mark()
+    }
+
+    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
+        _spinLock(locked)
+        defer { _spinUnlock(locked) }
+        return progress.keep(continuation, after: mark)
+    }
+
+    deinit {
+        // No job is scheduled (it would hold the mailbox): both buffers are empty.
+        pending.free()
+        spare.free()
+    }
+}
+
+/// Records of deliveries of any payload type, back to back in one buffer: each record is the
+/// entry and the route (both retained by the record), its size, then the payload, moved in.
+/// The entry knows the payload's type: `runQueued` and `dropQueued` move it out. A payload
+/// aligned beyond 16 bytes travels boxed. Owned by exactly one variable at a time (moved with
+/// `take()` or `swap`).
+struct _RecordBuffer {
+    /// Bytes of a record before its payload.
+    private static var header: Int { 32 }
+    private var base: UnsafeMutableRawPointer?
+    /// Bytes used.
+    private var used = 0
+    /// Bytes allocated.
+    private(set) var capacity = 0
+    /// Records held.
+    private(set) var count = 0
+
+    /// Bytes a payload of `Payload` takes in a record (a multiple of 16).
+    @inline(__always)
+    private static func payloadSize<Payload>(_: Payload.Type) -> Int {
+        let size = MemoryLayout<Payload>.alignment > 16 ? MemoryLayout<AnyObject>.size : MemoryLayout<Payload>.size
+        return (size + 15) & ~15
+    }
+
+    mutating func append<Payload>(_ payload: Payload, entry: _Entry, route: _Route) {
+        let size = Self.header + Self.payloadSize(Payload.self)
+        if used + size > capacity { grow(used + size) }
+        let record = base.unsafelyUnwrapped + used
+        record.storeBytes(of: Unmanaged.passRetained(entry).toOpaque(), as: UnsafeMutableRawPointer.self)
+        record.storeBytes(
+            of: Unmanaged.passRetained(route).toOpaque(), toByteOffset: 8, as: UnsafeMutableRawPointer.self)
+        record.storeBytes(of: size, toByteOffset: 16, as: Int.self)
+        let slot = record + Self.header
+        if MemoryLayout<Payload>.alignment > 16 {
+            slot.initializeMemory(as: _Boxed<Payload>.self, repeating: _Boxed(payload), count: 1)
+        } else {
+            slot.initializeMemory(as: Payload.self, repeating: payload, count: 1)
+        }
+        used += size
+        count += 1
+    }
+
+    /// Moves the payload out of a record's payload slot.
+    @inline(__always)
+    static func takePayload<Payload>(_: Payload.Type, _ slot: UnsafeMutableRawPointer) -> Payload {
+        if MemoryLayout<Payload>.alignment > 16 {
+            return slot.assumingMemoryBound(to: _Boxed<Payload>.self).move().value
+        }
+        return slot.assumingMemoryBound(to: Payload.self).move()
+    }
+
+    private mutating func grow(_ needed: Int) {
+        let newCapacity = Swift.max(needed, Swift.max(1024, capacity * 2))
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
+        if let base {
+            storage.copyMemory(from: base, byteCount: used)  // records are moved bitwise
+            base.deallocate()
+        }
+        base = storage
+        capacity = newCapacity
+    }
+
+    /// Runs every record in order (`runQueued`), releases its entry and route, and empties the
+    /// buffer, keeping the storage. Runs user code: never under a lock.
+    mutating func run() {
+        visit { entry, route, slot in entry.runQueued(slot, route: route) }
+    }
+
+    /// Drops every record (`dropQueued`), releasing payloads, entries and routes; keeps the
+    /// storage. Never under a lock.
+    mutating func drop() {
+        visit { entry, _, slot in entry.dropQueued(slot) }
+    }
+
+    private mutating func visit(_ body: (_Entry, _Route, UnsafeMutableRawPointer) -> Void) {
+        guard let base else { return }
+        var offset = 0
+        while offset < used {
+            let record = base + offset
+            let entry = Unmanaged<_Entry>.fromOpaque(record.load(as: UnsafeMutableRawPointer.self))
+            let route = Unmanaged<_Route>.fromOpaque(record.load(fromByteOffset: 8, as: UnsafeMutableRawPointer.self))
+            let size = record.load(fromByteOffset: 16, as: Int.self)
+            body(entry.takeUnretainedValue(), route.takeUnretainedValue(), record + Self.header)
+            entry.release()
+            route.release()
+            offset += size
+        }
+        used = 0
+        count = 0
+    }
+
+    /// Moves the buffer out, leaving an empty one without storage.
+    mutating func take() -> _RecordBuffer {
+        let taken = self
+        self = _RecordBuffer()
+        return taken
+    }
+
+    /// Drops the records left and frees the storage. Never under a lock.
+    mutating func free() {
+        drop()
+        base?.deallocate()
+        self = _RecordBuffer()
+    }
+}
+
+/// A payload aligned beyond what `_RecordBuffer` aligns, boxed.
+final class _Boxed<Value> {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Takes a spin lock (an atomic of this module, which ThreadSanitizer sees): spins a little, then
+/// yields the processor, so a preempted holder does not stall the other side. For sections of a
+/// few instructions that run no user code.
+@inline(__always)
+func _spinLock(_ locked: borrowing Atomic<Bool>) {
+    var attempt = 0
+    while !locked.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+        repeat {
+            if attempt >= 64 { _backoff(attempt - 64) }
+            attempt += 1
+        } while locked.load(ordering: .relaxed)
+    }
+}
+
+/// Releases a spin lock taken by `_spinLock`.
+@inline(__always)
+func _spinUnlock(_ locked: borrowing Atomic<Bool>) {
+    locked.store(false, ordering: .releasing)
+}
