@@ -9,7 +9,10 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors"]
+let allSections = [
+    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "mainActor",
+    "actorMessages", "queueAndPosts",
+]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
@@ -127,6 +130,10 @@ func runBenchmarks(_ options: Options) {
     run("threads") { threadsSection(config) }
     run("threads") { sameNameSection(config) }
     run("actors") { actorsSection(config) }
+    run("mainActor") { mainActorSection(config) }
+    run("mainActor") { mainActorFromThreadSection(config) }
+    run("actorMessages") { actorMessagesSection(config) }
+    run("queueAndPosts") { queueAndPostsSection(config) }
 
     let checks = sections.flatMap(\.checks)
     printSummary(checks)

@@ -259,7 +259,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key)
+        _heard(_post(topic._key, payload, direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload on behalf of `sender`: `center.post(.logout, from: self)`.
@@ -268,7 +268,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, sender: sender), topic._key)
+        _heard(_post(topic._key, (), direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
     }
 
     // MARK: Main actor
@@ -377,7 +377,7 @@ extension PostCenter {
     func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
         // Global-actor isolation does not change a function's representation; the entry calls it
         // only on the main actor (see `_MainHandler`).
-        _MainHandler(unsafeBitCast(handler, to: ((Payload) -> Void).self), mailbox: _deliveries.main)
+        _MainHandler(_nonisolated(handler), mailbox: _deliveries.main)
     }
 
     func _mainActorEntry<Payload>(

@@ -14,18 +14,30 @@ internal import _SubscriptionsShims
 /// which one main-queue job per burst drains for every main-actor handler of the center, in
 /// post order.
 final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
-    // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
-    // and read only inside a frame after checking the state, so the two never overlap.
+    // @unchecked: `owner` is written only by `releaseHandler()`, after the canceller's wait, and
+    // `function` is used only inside a frame after checking the state, so the two never overlap.
 
-    /// The user's handler, `@MainActor` in the source: stored as a plain function (global-actor
-    /// isolation does not change a function's representation) and called only on the main actor.
-    @exclusivity(unchecked) var handler: ((Payload) -> Void)?
+    /// The user's handler, reached without reference counting: `owner` keeps it alive until
+    /// `releaseHandler()`, after which no call reads it. (An optional `var` closure would cost a
+    /// retain and a release per call, and two reabstraction thunks.)
+    private let function: Unmanaged<_HandlerBox<Payload>>
+    @exclusivity(unchecked) private var owner: _HandlerBox<Payload>?
     /// Where posts from other threads go.
     let mailbox: _MainMailbox
 
+    /// `handler` is a main-actor function stored as a plain one (see `_nonisolated`): it is only
+    /// called on the main actor.
     init(_ handler: @escaping (Payload) -> Void, mailbox: _MainMailbox) {
-        self.handler = handler
+        let box = _HandlerBox(handler)
+        self.owner = box
+        self.function = .passUnretained(box)
         self.mailbox = mailbox
+    }
+
+    /// Calls the handler; only inside a frame, after checking the entry's state.
+    @inline(__always)
+    private func call(_ payload: Payload) {
+        function._withUnsafeGuaranteedRef { $0.handler(payload) }
     }
 
     /// The post path (inside the post's frame, the entry checked active): calls the handler when
@@ -33,7 +45,7 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     @inline(__always)
     func take(_ payload: Payload, onMainActor: Bool, route: Unmanaged<_Route>) {
         if onMainActor {
-            handler?(payload)
+            call(payload)
         } else {
             mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
         }
@@ -57,7 +69,7 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
         _withFrameCell { cell in
             guard let ticket = route._beginQueuedCall(self, cell) else { return }
-            handler?(value)
+            call(value)
             route._endCall(ticket)
         }
     }
@@ -67,8 +79,32 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func releaseHandler() {
-        handler = nil
+        owner = nil
     }
+}
+
+/// A handler closure in a box of its own, so that an entry can reach it through an unretained
+/// reference and still let go of it when cancelled.
+final class _HandlerBox<Payload> {
+    let handler: (Payload) -> Void
+    init(_ handler: @escaping (Payload) -> Void) { self.handler = handler }
+}
+
+/// A main-actor function and the same function as a plain one: global-actor isolation does not
+/// change a function's representation, and a generic struct stores both at the same abstraction,
+/// so a bit cast between the two structs converts without the reabstraction thunks that casting
+/// the function itself (through `unsafeBitCast`'s generic parameters) adds.
+private struct _MainActorFunction<Payload> {
+    let function: @MainActor (Payload) -> Void
+}
+
+private struct _PlainFunction<Payload> {
+    let function: (Payload) -> Void
+}
+
+/// `function` as a plain function, to be called only on the main actor.
+func _nonisolated<Payload>(_ function: @escaping @MainActor (Payload) -> Void) -> (Payload) -> Void {
+    unsafeBitCast(_MainActorFunction(function: function), to: _PlainFunction<Payload>.self).function
 }
 
 /// What a center's `waitForPendingDeliveries()` waits for besides counted deliveries: a FIFO
@@ -213,8 +249,8 @@ final class _MainMailbox: _PendingWork, @unchecked Sendable {
 
 /// Records of deliveries of any payload type, back to back in one buffer: each record is the
 /// entry and the route (both retained by the record), its size, then the payload, moved in.
-/// The entry knows the payload's type: `runQueued` and `dropQueued` move it out. A payload
-/// aligned beyond 16 bytes travels boxed. Owned by exactly one variable at a time (moved with
+/// The entry knows the payload's type: `runQueued` and `dropQueued` move it out. Records are
+/// 16-byte aligned, the largest alignment of any Swift type on the supported platforms. Owned by exactly one variable at a time (moved with
 /// `take()` or `swap`).
 struct _RecordBuffer {
     /// Bytes of a record before its payload.
@@ -230,11 +266,13 @@ struct _RecordBuffer {
     /// Bytes a payload of `Payload` takes in a record (a multiple of 16).
     @inline(__always)
     private static func payloadSize<Payload>(_: Payload.Type) -> Int {
-        let size = MemoryLayout<Payload>.alignment > 16 ? MemoryLayout<AnyObject>.size : MemoryLayout<Payload>.size
-        return (size + 15) & ~15
+        (MemoryLayout<Payload>.size + 15) & ~15
     }
 
     mutating func append<Payload>(_ payload: Payload, entry: _Entry, route: _Route) {
+        precondition(
+            MemoryLayout<Payload>.alignment <= 16,
+            "Subscriptions: a payload aligned beyond 16 bytes cannot be queued for the main actor")
         let size = Self.header + Self.payloadSize(Payload.self)
         if used + size > capacity { grow(used + size) }
         let record = base.unsafelyUnwrapped + used
@@ -242,12 +280,7 @@ struct _RecordBuffer {
         record.storeBytes(
             of: Unmanaged.passRetained(route).toOpaque(), toByteOffset: 8, as: UnsafeMutableRawPointer.self)
         record.storeBytes(of: size, toByteOffset: 16, as: Int.self)
-        let slot = record + Self.header
-        if MemoryLayout<Payload>.alignment > 16 {
-            slot.initializeMemory(as: _Boxed<Payload>.self, repeating: _Boxed(payload), count: 1)
-        } else {
-            slot.initializeMemory(as: Payload.self, repeating: payload, count: 1)
-        }
+        (record + Self.header).initializeMemory(as: Payload.self, repeating: payload, count: 1)
         used += size
         count += 1
     }
@@ -255,10 +288,7 @@ struct _RecordBuffer {
     /// Moves the payload out of a record's payload slot.
     @inline(__always)
     static func takePayload<Payload>(_: Payload.Type, _ slot: UnsafeMutableRawPointer) -> Payload {
-        if MemoryLayout<Payload>.alignment > 16 {
-            return slot.assumingMemoryBound(to: _Boxed<Payload>.self).move().value
-        }
-        return slot.assumingMemoryBound(to: Payload.self).move()
+        slot.assumingMemoryBound(to: Payload.self).move()
     }
 
     private mutating func grow(_ needed: Int) {
@@ -314,12 +344,6 @@ struct _RecordBuffer {
         base?.deallocate()
         self = _RecordBuffer()
     }
-}
-
-/// A payload aligned beyond what `_RecordBuffer` aligns, boxed.
-final class _Boxed<Value> {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }
 
 /// Takes a spin lock (an atomic of this module, which ThreadSanitizer sees): spins a little, then

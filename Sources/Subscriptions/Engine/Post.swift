@@ -178,7 +178,9 @@ extension PostCenter {
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
     @inline(__always)
-    func _post<Payload>(_ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?) -> Int {
+    func _post<Payload>(
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, sender: AnyObject?
+    ) -> Int {
         if Payload.self == PostObject.self {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             return _post(key, sender: sender) { object }
@@ -190,7 +192,7 @@ extension PostCenter {
                 start, direct: direct,
                 call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
                 other: { entry in
-                    if ObjectIdentifier(type(of: entry)) == ObjectIdentifier(_MainHandler<Payload>.self) {
+                    if ObjectIdentifier(type(of: entry)) == main {
                         unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
                             payload, onMainActor: place.onMainActor, route: start.route)
                         return true
