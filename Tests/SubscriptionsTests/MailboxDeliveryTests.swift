@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 /// An actor that keeps what its handlers received and reports the count.
-private actor Log<Value: Sendable> {
+private actor MailboxLog<Value: Sendable> {
     var values: [Value] = []
     private let reached: AsyncStream<Int>.Continuation?
 
@@ -111,7 +111,7 @@ struct MailboxDeliveryTests {
         let center = PostCenter()
         let topic = Topic<Point>("race")
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let log = Log<Point>(reached: continuation)
+        let log = MailboxLog<Point>(reached: continuation)
         let token = center.subscribe(topic, on: log) { log, point in log.receive(point) }
         var counts = stream.makeAsyncIterator()
         let threads = 4
@@ -142,8 +142,8 @@ struct MailboxDeliveryTests {
         for round in 0..<20 {
             let center = PostCenter()
             let topic = Topic<Int>("pending.actor")
-            let log = Log<Int>()
-            let other = Log<Int>()
+            let log = MailboxLog<Int>()
+            let other = MailboxLog<Int>()
             let token = center.subscribe(topic, on: log) { log, value in log.receive(value) }
             let second = center.subscribe(topic, on: other) { other, value in other.receive(value) }
             for i in 0..<500 { center.post(topic, i) }
@@ -157,7 +157,7 @@ struct MailboxDeliveryTests {
     @Test func waitForPendingDeliveriesReturnsUnderASteadyStreamOfActorPosts() async {
         let center = PostCenter()
         let topic = Topic<Int>("pending.stream")
-        let log = Log<Int>()
+        let log = MailboxLog<Int>()
         let token = center.subscribe(topic, on: log) { log, value in log.receive(value) }
         let stop = Flag()
         let poster = TestThread {
@@ -181,7 +181,7 @@ struct MailboxDeliveryTests {
     @Test func replayOnAnActorSubscriptionDeliversTheRetainedPostFirst() async {
         let center = PostCenter()
         let topic = Topic<Int>("tick")
-        let log = Log<Int>()
+        let log = MailboxLog<Int>()
         center.post(topic, 1, retain: true)
         center.post(topic, 2, retain: true)
         let token = center.subscribe(topic, on: log, replay: true) { log, value in log.receive(value) }
@@ -189,9 +189,9 @@ struct MailboxDeliveryTests {
         center.post(topic, 4, retain: true)
         await center.waitForPendingDeliveries()
         #expect(await log.values == [2, 3, 4])
-        let plain = Log<Int>()
+        let plain = MailboxLog<Int>()
         let withoutReplay = center.subscribe(topic, on: plain) { log, value in log.receive(value) }
-        let names = Log<String>()
+        let names = MailboxLog<String>()
         let envelopes = center.subscribe("tick", on: names, replay: true) { log, post in
             log.receive("\(post.payload(as: Int.self) ?? -1)")
         }
@@ -208,7 +208,7 @@ struct MailboxDeliveryTests {
             let topic = Topic<Int>("race.retained")
             center.post(topic, 0, retain: true)
             let poster = TestThread { for i in 1...200 { center.post(topic, i, retain: true) } }
-            let log = Log<Int>()
+            let log = MailboxLog<Int>()
             let token = center.subscribe(topic, on: log, replay: true) { log, value in log.receive(value) }
             poster.join()
             await center.waitForPendingDeliveries()
