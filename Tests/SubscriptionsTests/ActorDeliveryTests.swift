@@ -213,9 +213,7 @@ struct ActorDeliveryTests {
         for i in 0..<100 { #expect(center.post(topic, i) == 1) }
         inbox.executor.queue.resume()
         await progress.wait(for: 100)
-        // One drain for the whole burst, not one task per post: one job on the actor, which
-        // ends as soon as it finds the mailbox empty (it does not linger, yielding and looking
-        // again, which would cost more jobs).
+        // One drain for the whole burst, not one task per post: one job on the actor's executor.
         #expect(inbox.executor.enqueued == 1)
         #expect(await inbox.values == Array(0..<100))
         withExtendedLifetime(token) {}
