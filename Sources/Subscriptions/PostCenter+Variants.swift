@@ -112,7 +112,8 @@ extension PostCenter {
     /// For `replay: true`, see <doc:RetainedPosts>.
     ///
     /// - Parameters:
-    ///   - topic: The topic to listen to.
+    ///   - topic: The topic to listen to; its payload crosses to the main thread when posted
+    ///     elsewhere, so it is `Sendable`.
     ///   - delivery: `.mainActor`.
     ///   - replay: When `true`, the name's retained post, if any and if it is a `Payload`, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
@@ -214,7 +215,8 @@ extension PostCenter {
     /// weakly); see ``MainActorDelivery``.
     ///
     /// - Parameters:
-    ///   - topic: The topic to listen to.
+    ///   - topic: The topic to listen to; its payload crosses to the main thread when posted
+    ///     elsewhere, so it is `Sendable`.
     ///   - sender: The only sender whose posts are delivered. Held weakly.
     ///   - delivery: `.mainActor`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
