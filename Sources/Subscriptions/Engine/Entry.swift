@@ -53,7 +53,7 @@ class _Entry: @unchecked Sendable {
     /// unlocking (an observer's deinit is user code and must never run under a lock).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
 
-    /// Runs a delivery that a mailbox (`_MainMailbox`) held: moves the payload out of `payload`
+    /// Runs a delivery that a mailbox (`_Mailbox`) held: moves the payload out of `payload`
     /// (its type is this entry's) and calls the handler inside a queued-call frame on `route`,
     /// unless the entry was cancelled or paused meanwhile (then the payload is dropped).
     func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
@@ -143,6 +143,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// Set (before the entry is published) for a `replay: true` subscription: holds live posts
     /// back until the retained one was delivered (see `Retained.swift`).
     @exclusivity(unchecked) var replay: _Replay<Payload>?
+    /// Where queued and main-actor deliveries go (the center's mailbox of the queue, or its main
+    /// mailbox); `nil` for immediate entries, and for entries without a tracker.
+    let mailbox: _Mailbox?
 
     init(
         executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?, tracker: _DeliveryTracker?,
@@ -150,6 +153,11 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     ) {
         self.invoke = invoke
         self.tracker = tracker
+        switch executor {
+        case .immediate: self.mailbox = nil
+        case .queue(let queue): self.mailbox = tracker?.mailbox(for: queue)
+        case .mainActor: self.mailbox = tracker?.main
+        }
         self.executor = executor
         self.once = once
         self.observer = observer
@@ -185,14 +193,18 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         case .mainActor where _isOnMainActor():
             return invoke?(target.observer, payload) ?? false
         case .mainActor:
-            if let tracker {
-                tracker.main.append(payload, entry: self, route: route)
+            if let mailbox {
+                mailbox.append(payload, entry: self, route: route)
             } else {
                 schedule(payload, on: .main, route: route)
             }
             return true
         case .queue(let queue):
-            schedule(payload, on: queue, route: route)
+            if let mailbox {
+                mailbox.append(payload, entry: self, route: route)
+            } else {
+                schedule(payload, on: queue, route: route)
+            }
             return true
         }
     }
@@ -219,7 +231,7 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         }
     }
 
-    /// A main-actor delivery the center's main mailbox held (see `_MainMailbox`).
+    /// A queued or main-actor delivery that a mailbox of the center held (see `_Mailbox`).
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
         _withFrameCell { cell in

@@ -10,7 +10,7 @@ internal import _SubscriptionsShims
 /// asked, see `_isOnMainActor()`), and calls `handler` directly: no envelope, no cast, no
 /// allocation, no virtual call.
 ///
-/// **Elsewhere** the post appends the payload to the center's main mailbox (`_MainMailbox`),
+/// **Elsewhere** the post appends the payload to the center's main mailbox (`_Mailbox`),
 /// which one main-queue job per burst drains for every main-actor handler of the center, in
 /// post order.
 final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
@@ -23,11 +23,11 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     private let function: Unmanaged<_HandlerBox<Payload>>
     @exclusivity(unchecked) private var owner: _HandlerBox<Payload>?
     /// Where posts from other threads go.
-    let mailbox: _MainMailbox
+    let mailbox: _Mailbox
 
     /// `handler` is a main-actor function stored as a plain one (see `_nonisolated`): it is only
     /// called on the main actor.
-    init(_ handler: @escaping (Payload) -> Void, mailbox: _MainMailbox) {
+    init(_ handler: @escaping (Payload) -> Void, mailbox: _Mailbox) {
         let box = _HandlerBox(handler)
         self.owner = box
         self.function = .passUnretained(box)
@@ -149,83 +149,62 @@ struct _MailboxProgress {
     }
 }
 
-/// A center's main-actor deliveries posted off the main actor: one FIFO for every main-actor
-/// subscription of the center, drained on the main queue by one job per burst.
+/// A center's deliveries to one dispatch queue: one FIFO for every subscription of the center
+/// that delivers there (`.queue(q)`, or the main queue for main-actor handlers posted off the
+/// main actor), drained on the queue by one job per burst, in post order.
 ///
 /// A post appends a record (the entry and route, retained, and the payload) under the mailbox's
-/// spin lock; the first post of a burst (`draining` was `false`) schedules the job. The job
-/// swaps the records out under the lock, runs them without it (each in a queued-call frame, so
-/// `cancel()` waits for a running handler and a cancelled or paused entry's record is dropped),
-/// and looks again; finding the mailbox empty, it clears `draining` under the same lock and ends
-/// at once, so a later post schedules the next job and no wake-up is lost. After
-/// `batchLimit` records it schedules itself again instead of looping, so that other main-queue
-/// work runs in between.
-final class _MainMailbox: _PendingWork, @unchecked Sendable {
-    // @unchecked: every stored property but `locked` is guarded by `locked`.
-
-    /// How many records a job runs before it lets other main-queue work run.
-    static var batchLimit: Int { 256 }
+/// spin lock. When no job is waiting to start (`scheduled` was `false`), it sets `scheduled` and
+/// schedules one: a burst of posts made before that job starts costs one job. The job, once it
+/// runs, takes every record under the lock, clears `scheduled`, and runs them without the lock
+/// (each in a queued-call frame, so `cancel()` waits for a running handler and a cancelled or
+/// paused entry's record is dropped). A post made while a job runs schedules the next one, so
+/// every post's delivery is scheduled on the queue before `post` returns (`q.sync {}` after a
+/// post finds it done), and a delivery posted by a handler runs in a later job, after work the
+/// queue took meanwhile, as if each delivery were its own block. No job lingers or loops.
+final class _Mailbox: _PendingWork, @unchecked Sendable {
+    // @unchecked: every stored property but `locked` and `queue` is guarded by `locked`.
 
     private let locked = Atomic<Bool>(false)
     @exclusivity(unchecked) private var pending = _RecordBuffer()
     @exclusivity(unchecked) private var spare = _RecordBuffer()
-    @exclusivity(unchecked) private var draining = false
+    /// Whether a job is scheduled that has not taken the records yet.
+    @exclusivity(unchecked) private var scheduled = false
     @exclusivity(unchecked) private var progress = _MailboxProgress()
+    /// Where the job runs.
+    let queue: DispatchQueue
 
-    init() {}
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
 
-    /// Appends a delivery of `payload` to `entry` and schedules the job if none is.
+    /// Appends a delivery of `payload` to `entry` and schedules a job if none is waiting.
     func append<Payload>(_ payload: Payload, entry: _Entry, route: _Route) {
         _spinLock(locked)
         pending.append(payload, entry: entry, route: route)
         progress.appended &+= 1
-        let start = !draining
-        draining = true
+        let start = !scheduled
+        scheduled = true
         _spinUnlock(locked)
-        if start { schedule() }
+        if start { queue.async { [self] in drain() } }
     }
 
-    private func schedule() {
-        DispatchQueue.main.async { [self] in drain() }
-    }
-
-    /// Runs on the main queue: runs the records in order until the mailbox is empty.
+    /// Runs on the queue: takes the records and runs them in order.
     private func drain() {
         _spinLock(locked)
         var batch = spare.take()
+        swap(&batch, &pending)
+        scheduled = false
         _spinUnlock(locked)
-        var ran = 0
-        while true {
-            _spinLock(locked)
-            swap(&batch, &pending)
-            let count = batch.count
-            if count == 0 { draining = false }
-            _spinUnlock(locked)
-            if count == 0 { break }
-            batch.run()
-            _spinLock(locked)
-            let ready = progress.finish(count)
-            _spinUnlock(locked)
-            for continuation in ready { continuation.resume() }
-            ran += count
-            if ran >= Self.batchLimit {
-                // Still `draining`: the next job takes over, later posts append to it.
-                keep(&batch)
-                schedule()
-                return
-            }
-        }
-        keep(&batch)
-    }
-
-    /// Keeps an empty buffer's capacity for the next job, unless a big burst left a big one.
-    private func keep(_ batch: inout _RecordBuffer) {
-        if batch.capacity <= 64 * Self.batchLimit {
-            _spinLock(locked)
-            swap(&batch, &spare)
-            _spinUnlock(locked)
-        }
+        let count = batch.count
+        batch.run()
+        _spinLock(locked)
+        let ready = progress.finish(count)
+        // Keep the capacity for the next job, unless a big burst left a big buffer.
+        if batch.capacity <= 1 << 20 && spare.capacity == 0 { swap(&batch, &spare) }
+        _spinUnlock(locked)
         batch.free()
+        for continuation in ready { continuation.resume() }
     }
 
     func mark() -> UInt64? {
