@@ -177,6 +177,15 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         return run(payload, target: target, route: route)
     }
 
+    /// A typed post of exactly `Payload` to an entry without a sender filter or replay hands the
+    /// value over without an envelope or a cast (the envelope was an allocation per post).
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        let target = target()
+        guard target.alive else { return false }
+        return run(payload.assumingMemoryBound(to: Payload.self).pointee, target: target, route: route)
+    }
+
     /// Delivers an extracted payload: claims a one-shot, then calls or schedules the handler.
     func run(_ payload: Payload, target: (alive: Bool, observer: AnyObject?), route: _Route) -> Bool {
         if once {
