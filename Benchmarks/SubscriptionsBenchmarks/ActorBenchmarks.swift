@@ -18,15 +18,6 @@ actor BenchSink {
     }
 }
 
-/// Nanoseconds of CPU time all threads of the process have used: the poster's, the actor's and
-/// the task pool's, but not time spent preempted by other processes.
-private func processCPUNow() -> UInt64 {
-    var t = timespec()
-    let status = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
-    precondition(status == 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed; run with --clock wall")
-    return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
-}
-
 /// Posts `posts` times, then waits until the actor has handled every one; returns the
 /// nanoseconds of the `rounds` rounds: CPU time of the whole process (`clock == .cpu`) or wall
 /// time.
@@ -111,6 +102,108 @@ func actorsSection(_ config: RunConfig) -> Section {
                 contender: c.label, size: posts,
                 figures: ["nsPerRound": s.median, "nsPerPost": s.median / Double(posts), "spread": s.spread],
                 target: mine ? check.target : nil, pass: mine ? check.pass : nil))
+    }
+    return section
+}
+
+/// Posts `posts` times to `subscribers` handlers on `sink`, either all at once and then waits
+/// (`oneAtATime == false`) or waiting after each post until its handlers ran; returns the
+/// nanoseconds (process CPU time, or wall time) of `rounds` rounds.
+@inline(never)
+private func actorRounds(
+    _ sink: BenchSink, _ rounds: Int, _ posts: Int, _ subscribers: Int, oneAtATime: Bool, _ clock: Clock,
+    _ post: () -> Void
+) -> UInt64 {
+    let read = clock == .cpu ? processCPUNow : now
+    let perPost = subscribers * postedValue
+    var total: UInt64 = 0
+    for _ in 0..<rounds {
+        sink.counter.reset()
+        let start = read()
+        if oneAtATime {
+            for i in 1...posts {
+                sink.target = i * perPost
+                post()
+                sink.done.wait()
+            }
+        } else {
+            sink.target = posts * perPost
+            for _ in 0..<posts { post() }
+            sink.done.wait()
+        }
+        total += read() - start
+        expectCalls(sink.counter.value, posts * perPost, "actor deliveries of one round")
+    }
+    return total
+}
+
+/// Delivery to N subscriptions on one actor against SF-0011's `AsyncMessage` observers that call
+/// the actor: posts one at a time (each waited for) and in bursts.
+func actorMessagesSection(_ config: RunConfig) -> Section {
+    let oneTarget = 0.5
+    let burstTarget = 0.1
+    var section = Section(
+        id: "actorMessages", title: "Post to N subscribers on one actor vs AsyncMessage, one at a time and in bursts",
+        notes: [
+            "CPU time of the whole process per post (or wall time with --clock wall), median of \(config.repetitions) rounds.",
+            "one at a time: post, wait until its N handlers ran, repeat (1,000 posts); burst: 10,000 / N posts, then wait.",
+            "Ours: N × subscribe(topic, on: sink) { sink, v in sink.receive(v) }. AsyncMessage: N × SF-0011's",
+            "addObserver(of:for:using:) { m in await sink.receive(m.value) }, post(_:subject:) from the measuring thread.",
+            "ours/Msg: this row's CPU per post ÷ AsyncMessage's (the target: ≤ \(oneTarget) one at a time, ≤ \(burstTarget) in bursts).",
+        ],
+        columns: ["N", "posting", "contender", "ns/post", "spread", "ours/Msg", "target", "result"])
+    let topic = Topic<Int>("bench.actor.n")
+    let value = postedValue
+    for n in [1, 10, 100] {
+        let oursSink = BenchSink(Counter.make())
+        let center = PostCenter()
+        var tokens: [Subscription] = []
+        for _ in 0..<n { tokens.append(center.subscribe(topic, on: oursSink) { sink, v in sink.receive(v) }) }
+        let messageSink = BenchSink(Counter.make())
+        let messages = NotificationCenter()
+        var messageTokens: [NotificationCenter.ObservationToken] = []
+        for _ in 0..<n {
+            messageTokens.append(
+                messages.addObserver(of: nil, for: BenchAsyncMessage.self) { m in await messageSink.receive(m.value) })
+        }
+        for oneAtATime in [true, false] {
+            let posts = oneAtATime ? 1_000 : max(100, 10_000 / n)
+            let ours = Case("PostCenter, on: actor") { rounds, clock in
+                actorRounds(oursSink, rounds, posts, n, oneAtATime: oneAtATime, clock) { center.post(topic, value) }
+            }
+            let message = Case("AsyncMessage") { rounds, clock in
+                actorRounds(messageSink, rounds, posts, n, oneAtATime: oneAtATime, clock) {
+                    messages.post(BenchAsyncMessage(value: value), subject: benchSubject)
+                }
+            }
+            let few = RunConfig(repetitions: max(3, config.repetitions / 3), minimumRunNanos: 1, clock: config.clock)
+            measure([ours, message], few)
+            let ratio = ours.stats.median / message.stats.median
+            let limit = oneAtATime ? oneTarget : burstTarget
+            let posting = oneAtATime ? "one at a time" : "burst"
+            let check = section.check(
+                "actor delivery, \(posting), \(n) subscriber\(n == 1 ? "" : "s"), CPU per post vs AsyncMessage",
+                target: "≤ \(limit)×", measured: ratio, text: times(ratio), pass: ratio <= limit)
+            for c in [ours, message] {
+                let s = c.stats
+                let mine = c === ours
+                section.add(
+                    [
+                        "\(n)", posting, c.label, ns(s.median / Double(posts)), percent(s.spread),
+                        times(s.median / message.stats.median), mine ? "≤\(limit)× Msg" : "(reference)",
+                        mine ? verdict([check]) : "",
+                    ],
+                    Row(
+                        contender: c.label + ", " + posting, size: n,
+                        figures: [
+                            "nsPerPost": s.median / Double(posts),
+                            "ratioVsAsyncMessage": s.median / message.stats.median,
+                        ],
+                        target: mine ? check.target : nil, pass: mine ? check.pass : nil))
+            }
+        }
+        withExtendedLifetime(tokens) {}
+        for token in messageTokens { messages.removeObserver(token) }
     }
     return section
 }

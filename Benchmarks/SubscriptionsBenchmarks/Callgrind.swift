@@ -7,6 +7,7 @@ import Subscriptions
 let callgrindModes: [(name: String, help: String)] = [
     ("typed1", "typed Topic<Int> post to 1 subscriber"),
     ("typed10", "typed Topic<Int> post to 10 subscribers"),
+    ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
     ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
     ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
     ("envelope1", "plain post of a reused PostObject to 1 subscriber"),
@@ -41,6 +42,15 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         subscribeManyTyped(center, topic, counter, n, into: &tokens)
         delivered = postTyped(center, topic, value, iterations)
         expected = iterations * n * value
+    case "main10":
+        let topic = Topic<Int>(name)
+        MainActor.assumeIsolated {
+            for _ in 0..<10 {
+                tokens.append(center.subscribe(topic, delivery: .mainActor) { v in counter.pointer.pointee &+= v })
+            }
+        }
+        delivered = postTyped(center, topic, value, iterations)
+        expected = iterations * 10 * value
     case "plain1", "plainsender1":
         subscribeMany(center, name, counter, 1, into: &tokens)
         delivered = postPlain(center, name, mode == "plain1" ? nil : sender, iterations)
@@ -91,7 +101,9 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
     }
     expectCalls(counter.value, expected, "callgrind \(mode)")
     if let delivered, mode != "loop1" {
-        expectCalls(delivered * (mode.hasPrefix("typed") ? value : 1), expected, "callgrind \(mode) (returned count)")
+        expectCalls(
+            delivered * (mode.hasPrefix("typed") || mode == "main10" ? value : 1), expected,
+            "callgrind \(mode) (returned count)")
     }
     print("callgrind mode \(mode): \(iterations) operations, \(counter.value) handler increments")
     withExtendedLifetime((tokens, observers)) {}

@@ -10,7 +10,8 @@
 import Foundation
 
 let allSections = [
-    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "cancelLoad",
+    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "mainActor",
+    "actorMessages", "queueAndPosts", "cancelLoad",
 ]
 
 let usage = """
@@ -129,6 +130,10 @@ func runBenchmarks(_ options: Options) {
     run("threads") { threadsSection(config) }
     run("threads") { sameNameSection(config) }
     run("actors") { actorsSection(config) }
+    run("mainActor") { mainActorSection(config) }
+    run("mainActor") { mainActorFromThreadSection(config) }
+    run("actorMessages") { actorMessagesSection(config) }
+    run("queueAndPosts") { queueAndPostsSection(config) }
     run("cancelLoad") { cancelLoadSection(config) }
 
     let checks = sections.flatMap(\.checks)

@@ -36,9 +36,19 @@ extension PostCenter {
     /// `post` counts the subscription when it appends the payload, before the handler runs.
     /// Global actors work the same way: pass `on: MyGlobalActor.shared`.
     ///
+    /// `Payload` must be `Sendable` because the payload leaves the posting thread: it waits in
+    /// the mailbox while the poster goes on, and the handler gets it on the actor, in another
+    /// task. The handler is `@Sendable` for the same reason: the center calls it from that task.
+    ///
+    /// With `replay: true`, the name's retained post (see <doc:RetainedPosts>), if any and if it
+    /// is a `Payload`, is the first payload the handler gets, before every post made after
+    /// `subscribe` returned; a retained post it was handed this way does not reach it twice.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`, on the actor.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -47,10 +57,12 @@ extension PostCenter {
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts, not one per post.
     public func subscribe<A: Actor, Payload: Sendable>(
-        _ topic: Topic<Payload>, on actor: A, fileID: String = #fileID, line: Int = #line,
+        _ topic: Topic<Payload>, on actor: A, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, Payload) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
+        _addActor(
+            _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: topic._key, replay: replay, fileID,
+            line)
     }
 
     /// Subscribes `handler` to every post of `name`, running it isolated to `actor`, with the
@@ -65,23 +77,27 @@ extension PostCenter {
     /// }
     /// ```
     ///
-    /// Ordering, threading, lifetime and cancellation are those of
-    /// ``subscribe(_:on:fileID:line:handler:)-2flyx``: posts of one thread
+    /// Ordering, threading, lifetime, cancellation and `replay` are those of
+    /// ``subscribe(_:on:replay:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_)``: posts of one thread
     /// arrive in order, the poster never waits, the actor is held weakly, and when `cancel()`
     /// returns no handler starts again and a running one has returned (unless `cancel()` is
-    /// called from inside it).
+    /// called from inside it). The handler is `@Sendable` because it runs in a task of its own,
+    /// not on the posting thread; an envelope is `Sendable`.
     ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any, on the actor.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
-        _ name: String, on actor: A, fileID: String = #fileID, line: Int = #line,
+        _ name: String, on actor: A, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, PostObject) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
+        _addActor(
+            _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: _NameKey(name), replay: replay,
+            fileID, line)
     }
 }

@@ -67,7 +67,8 @@ public enum ImmediateDelivery: Sendable {
 ///
 /// Posted on the main thread, such handlers run synchronously, in subscription order, before
 /// `post` returns. Posted on any other thread, they are scheduled on the main queue, in post
-/// order, and `post` does not wait. A scheduled delivery whose subscription is cancelled or
+/// order, and `post` does not wait: a burst of posts costs one main-queue job for all of the
+/// center's main-actor handlers, not one per handler. A scheduled delivery whose subscription is cancelled or
 /// paused before it runs is dropped. The payload crosses to the main thread, so a topic's
 /// `Payload` must be `Sendable`.
 ///

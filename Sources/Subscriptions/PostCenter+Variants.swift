@@ -112,7 +112,8 @@ extension PostCenter {
     /// For `replay: true`, see <doc:RetainedPosts>.
     ///
     /// - Parameters:
-    ///   - topic: The topic to listen to.
+    ///   - topic: The topic to listen to; its payload crosses to the main thread when posted
+    ///     elsewhere, so it is `Sendable`.
     ///   - delivery: `.mainActor`.
     ///   - replay: When `true`, the name's retained post, if any and if it is a `Payload`, is that one post.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
@@ -214,7 +215,8 @@ extension PostCenter {
     /// weakly); see ``MainActorDelivery``.
     ///
     /// - Parameters:
-    ///   - topic: The topic to listen to.
+    ///   - topic: The topic to listen to; its payload crosses to the main thread when posted
+    ///     elsewhere, so it is `Sendable`.
     ///   - sender: The only sender whose posts are delivered. Held weakly.
     ///   - delivery: `.mainActor`.
     ///   - fileID: The call site, recorded for ``subscriptionSites(for:)``; leave the default.
@@ -259,7 +261,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: sender), topic._key)
+        _heard(_post(topic._key, payload, direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload on behalf of `sender`: `center.post(.logout, from: self)`.
@@ -268,7 +270,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, sender: sender), topic._key)
+        _heard(_post(topic._key, (), direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
     }
 
     // MARK: Main actor
@@ -294,7 +296,9 @@ extension PostCenter {
         _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        _add(
+            replay ? _mainActorEntry(handler) : _mainHandler(handler), PostObject.self, to: _NameKey(name),
+            replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic`; see ``MainActorDelivery``.
@@ -315,7 +319,9 @@ extension PostCenter {
         _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(handler), Payload.self, to: topic._key, replay: replay, fileID, line)
+        _add(
+            replay ? _mainActorEntry(handler) : _mainHandler(handler), Payload.self, to: topic._key,
+            replay: replay, fileID, line)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -367,6 +373,13 @@ extension PostCenter {
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.
+    func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
+        // Global-actor isolation does not change a function's representation; the entry calls it
+        // only on the main actor (see `_MainHandler`).
+        _MainHandler(_nonisolated(handler), mailbox: _deliveries.main)
     }
 
     func _mainActorEntry<Payload>(

@@ -291,7 +291,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, sender: nil), topic._key)
+        _heard(_post(topic._key, payload, direct: topic._direct, main: topic._mainDirect, sender: nil), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -300,7 +300,7 @@ public final class PostCenter: Sendable {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, sender: nil), topic._key)
+        _heard(_post(topic._key, (), direct: topic._direct, main: topic._mainDirect, sender: nil), topic._key)
     }
 
     // MARK: Introspection
@@ -326,6 +326,7 @@ public final class PostCenter: Sendable {
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
+        if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
         return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
             _, payload in
             handler(payload)

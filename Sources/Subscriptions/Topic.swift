@@ -23,6 +23,10 @@ public struct Topic<Payload>: Hashable, Sendable {
     let _key: _NameKey
     /// The entry class a post of this topic calls directly (see `PostCenter._post`).
     let _direct: ObjectIdentifier
+    /// The main-actor entry class a post of this topic calls directly on the main actor (see
+    /// `_MainHandler`). Computed here, once: a post that runs unspecialised would otherwise ask
+    /// the runtime for the metadata of `_MainHandler<Payload>` (a hash-table lookup) per handler.
+    let _mainDirect: ObjectIdentifier
 
     /// Creates a topic for `name`.
     ///
@@ -31,6 +35,7 @@ public struct Topic<Payload>: Hashable, Sendable {
         self.name = name
         self._key = _NameKey(name)
         self._direct = ObjectIdentifier(_Handler<Payload>.self)
+        self._mainDirect = ObjectIdentifier(_MainHandler<Payload>.self)
     }
 
     /// Topics are equal when their names are.

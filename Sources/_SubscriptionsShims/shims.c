@@ -180,6 +180,8 @@ int _subscriptions_owns_only_record(void) {
 
 // MARK: The main thread
 
+__thread int _subscriptions_main_state = 0;
+
 #if defined(__APPLE__)
 int _subscriptions_is_main_thread(void) { return pthread_main_np() == 1 ? 1 : 0; }
 #elif defined(__linux__)

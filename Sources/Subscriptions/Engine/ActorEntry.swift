@@ -6,7 +6,9 @@ import Synchronization
 /// (never the route's) and returns. The first post of a burst (`draining` was `false`) also starts
 /// one task, which hops onto the actor and drains the mailbox: it exchanges the pending buffer for
 /// its own empty one under the lock, calls the handler for each payload without the lock, and
-/// repeats until it finds the mailbox empty, clearing `draining` under the same lock. So the posts
+/// repeats until it finds the mailbox empty, clearing `draining` under the same lock and ending at
+/// once (it does not linger: a later post sees `draining` cleared, under the lock, and starts the
+/// next task, so no wake-up is lost). So the posts
 /// of a burst cost one task, payloads reach the handler in the order their posts took the lock
 /// (post order, for posts of one thread), nothing is run twice, and in the steady state a delivery
 /// allocates nothing: the two buffers keep their capacity.
@@ -25,15 +27,13 @@ import Synchronization
 /// **Lifetime.** The actor is held weakly; a pending task holds it only while it runs on it. The
 /// task holds the entry, so a token dropped meanwhile leaves a cancelled entry that the task
 /// drains to nothing.
-final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendable {
+final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unchecked Sendable {
     // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
     // and read only inside a queued-call frame after checking the state, so the two never
     // overlap; `actor` is a weak reference, written once in `init`; `mailbox` is locked.
 
     /// How many payloads a drain hands to the handler before it lets other work run on the actor.
     static var batchLimit: Int { 256 }
-    /// How many times a drain that found the mailbox empty yields and looks again before it ends.
-    static var lingerLimit: Int { 8 }
 
     @exclusivity(unchecked) weak var actor: A?
     @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
@@ -43,6 +43,13 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     @exclusivity(unchecked) private var spare = _PayloadBuffer()
     /// Whether a draining task is scheduled or running. Guarded by `locked`.
     @exclusivity(unchecked) private var draining = false
+    /// Payloads appended and done, and waiters of `waitForPendingDeliveries()`. Guarded by `locked`.
+    @exclusivity(unchecked) private var progress = _MailboxProgress()
+    /// The center's tracker, which knows this subscription while its drain runs.
+    let tracker: _DeliveryTracker?
+    /// For `replay: true`: the version of the retained post replayed (0: none). Written before
+    /// the entry is published; a retained post up to it reaching the entry live is dropped.
+    @exclusivity(unchecked) var replayed: UInt64 = 0
     /// A spin lock around the mailbox (`pending`, `spare`, `draining`): its sections are a few
     /// instructions long (an append, an exchange), and the poster and the draining task take it
     /// alternately from two threads, where a mutex that sleeps at once on contention (glibc's)
@@ -51,12 +58,14 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     /// ThreadSanitizer sees it.
     private let locked = Atomic<Bool>(false)
 
-    init(actor: A, handler: @escaping (isolated A, Payload) -> Void) {
+    init(actor: A, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
         self.actor = actor
+        self.tracker = tracker
         self.handler = handler
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
+        if replayed != 0, let version = _RetainedPost.version(of: sender), version <= replayed { return false }
         guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
         append(payload, route)
         return true
@@ -74,16 +83,26 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     /// Appends `payload` to the mailbox and starts a drain if none is scheduled or running.
     @inline(__always)
     private func append(_ payload: Payload, _ route: _Route) {
+        if preload(payload) { startDraining(route) }
+    }
+
+    /// Appends `payload` to the mailbox; returns whether the caller must start the drain (this
+    /// post begins a burst). Runs no user code, so it may be called under another lock.
+    func preload(_ payload: Payload) -> Bool {
         lock()
         pending.append(payload)
+        progress.appended &+= 1
         let start = !draining
-        draining = true
+        if start {
+            draining = true
+            tracker?.register(self)
+        }
         unlock()
-        if start { startDraining(route) }
+        return start
     }
 
     /// Starts the one task of a burst. It holds the actor strongly only while it runs.
-    private func startDraining(_ route: _Route) {
+    func startDraining(_ route: _Route) {
         let box = _UncheckedSendable((self, route))
         Task {
             let (entry, route) = box.value
@@ -98,26 +117,15 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     /// Runs on the actor until the mailbox is empty, letting other jobs of the actor run after
     /// every `batchLimit` payloads.
     ///
-    /// Found empty, the drain yields and looks again, `lingerLimit` times, before it ends the
-    /// burst: a poster that is still posting then appends to the running drain instead of paying
-    /// for a new task (and a thread wake-up) every few posts. A drain that found payloads looks
-    /// again at once: yielding after every small batch made a drain that keeps pace with its
-    /// poster pay a trip through the executor every two or three posts.
+    /// Found empty, the drain ends the burst at once. (It used to yield and look again a few
+    /// times first, hoping for more posts: a poster that posts one payload at a time and waits
+    /// for it then paid for those trips through the executor on every post.) A drain that found
+    /// payloads looks again at once.
     private func drain(on actor: isolated A, _ route: _Route) async {
         lock()
         var batch = spare.take()
         unlock()
-        var idle = 0
-        var sinceYield = 0
-        while let handled = drainBatch(actor, route, &batch, finish: idle >= Self.lingerLimit) {
-            if handled > 0 {
-                idle = 0
-                sinceYield += handled
-                if sinceYield < Self.batchLimit { continue }
-            } else {
-                idle += 1
-            }
-            sinceYield = 0
+        while drainBatch(actor, route, &batch) {
             await Task.yield()
         }
         // Keep the capacity for the next burst, unless a big burst left a big buffer.
@@ -130,20 +138,26 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     }
 
     /// Hands pending payloads to the handler, synchronously on the actor, until the mailbox is
-    /// empty or `batchLimit` payloads were handled, and returns how many it took; `nil` when it
-    /// found the mailbox empty with `finish` set, and ended the burst (cleared `draining`).
-    private func drainBatch(
-        _ actor: isolated A, _ route: _Route, _ batch: inout _PayloadBuffer, finish: Bool
-    ) -> Int? {
+    /// empty or `batchLimit` payloads were handled. Returns `true` when it stopped at the limit
+    /// (the caller yields, then calls again), `false` when it found the mailbox empty and ended
+    /// the burst (cleared `draining`).
+    private func drainBatch(_ actor: isolated A, _ route: _Route, _ batch: inout _PayloadBuffer) -> Bool {
         var handled = 0
         while true {
             lock()
             swap(&batch, &pending)
-            let more = batch.count > 0
-            if !more && finish && handled == 0 { draining = false }
+            let count = batch.count
+            var unregistered: (any _PendingWork)?
+            if count == 0 {
+                draining = false
+                unregistered = tracker?.unregister(self)
+            }
             unlock()
-            guard more else { return finish && handled == 0 ? nil : handled }
-            handled += batch.count
+            if count == 0 {
+                withExtendedLifetime(unregistered) {}
+                return false
+            }
+            handled += count
             let payloads = batch.items(Payload.self)
             _withFrameCell { cell in
                 // Payloads taken before the frame is refused were posted before the pause or
@@ -158,7 +172,11 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
                 route._endCall(ticket)
             }
             batch.removeAll(Payload.self)
-            if handled >= Self.batchLimit { return handled }
+            lock()
+            let ready = progress.finish(count)
+            unlock()
+            for continuation in ready { continuation.resume() }
+            if handled >= Self.batchLimit { return true }
         }
     }
 
@@ -167,7 +185,11 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
         lock()
         var dropped = pending.take()
         draining = false
+        let unregistered = tracker?.unregister(self)
+        let ready = progress.finish(dropped.count)
         unlock()
+        withExtendedLifetime(unregistered) {}
+        for continuation in ready { continuation.resume() }
         // Released here, outside the lock: a payload's deinit is user code.
         dropped.free(Payload.self)
     }
@@ -197,10 +219,24 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendabl
     override func releaseHandler() {
         lock()
         var dropped = (pending.take(), spare.take())
+        let ready = progress.finish(dropped.0.count)
         unlock()
+        for continuation in ready { continuation.resume() }
         handler = nil
         dropped.0.free(Payload.self)
         dropped.1.free(Payload.self)
+    }
+
+    func mark() -> UInt64? {
+        lock()
+        defer { unlock() }
+        return progress.mark()
+    }
+
+    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
+        lock()
+        defer { unlock() }
+        return progress.keep(continuation, after: mark)
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
@@ -271,5 +307,34 @@ struct _PayloadBuffer {
         removeAll(type)
         base?.deallocate()
         self = _PayloadBuffer()
+    }
+}
+
+extension PostCenter {
+    /// Records the call site in `entry`, then registers it under `key`; with `replay`, the name's
+    /// retained post (if it is a `Payload`) goes into the mailbox first.
+    ///
+    /// Under the retained table's lock, the retained post is read, appended to the mailbox
+    /// (which starts the burst, without its task) and the entry is published: live posts that
+    /// reach the entry append behind it, and a retained post stored before that section and
+    /// still walking reaches the entry only to be dropped (its version is at most `replayed`).
+    /// The task starts after unlocking. See `Retained.swift` for why this hand-over is exact.
+    func _addActor<A, Payload>(
+        _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+    ) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        guard replay else { return _add(entry, to: key) }
+        let (token, live, start) = _retained.withLock { table in
+            var start = false
+            if let record = table.records[key.name] {
+                entry.replayed = record.version
+                if let payload = record.payload(as: Payload.self) { start = entry.preload(payload) }
+            }
+            let (token, live) = _insert(entry, to: key)
+            return (token, live, start)
+        }
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        if start, let route = token._home as? _Route { entry.startDraining(route) }
+        return token
     }
 }

@@ -1,5 +1,9 @@
-/// Counts a center's scheduled deliveries (queued and main-actor) that have not run or been
-/// dropped yet, so that `waitForPendingDeliveries()` can wait for them without polling.
+import Dispatch
+
+/// Counts a center's scheduled deliveries (queued on a dispatch queue) that have not run or been
+/// dropped yet, so that `waitForPendingDeliveries()` can wait for them without polling; holds
+/// the center's main mailbox and knows its actor subscriptions with deliveries pending, whose
+/// mailboxes count their own.
 ///
 /// Deliveries are counted per *epoch*. Each call of `wait` closes the current epoch (the
 /// deliveries scheduled so far) and opens the next; it resumes once no delivery of its epoch or
@@ -24,8 +28,55 @@ final class _DeliveryTracker: Sendable {
     }
 
     private let state = _Lock(State())
+    /// The center's main-actor deliveries posted off the main actor.
+    let main = _Mailbox(queue: .main)
+    /// The mailboxes of `.queue(q)` subscriptions, one per queue, held weakly (by their
+    /// subscriptions and scheduled jobs), keyed by the queue's identity.
+    private let queues = _Lock<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
+    /// Actor subscriptions whose mailbox is being drained, with how many times each registered
+    /// (a subscription registers when its drain starts and unregisters when it ends, under its
+    /// mailbox's lock, so it is here exactly while it has deliveries pending).
+    private let draining = _Lock<[ObjectIdentifier: (work: any _PendingWork, count: Int)]>([:])
 
     init() {}
+
+    /// The center's mailbox for `queue`, made on first use. Subscriptions hold it strongly.
+    func mailbox(for queue: DispatchQueue) -> _Mailbox {
+        queues.withLock { state in
+            let key = ObjectIdentifier(queue)
+            if let box = state.boxes[key]?.mailbox, box.queue === queue { return box }
+            let box = _Mailbox(queue: queue)
+            state.boxes[key] = _WeakMailbox(box)
+            if state.boxes.count >= state.pruneAt {
+                state.boxes = state.boxes.filter { $0.value.mailbox != nil }
+                state.pruneAt = max(16, 2 * state.boxes.count)
+            }
+            return box
+        }
+    }
+
+    /// Notes that `work` has deliveries pending (an actor subscription's drain starts).
+    func register(_ work: any _PendingWork) {
+        draining.withLock { table in
+            let key = ObjectIdentifier(work)
+            table[key, default: (work, 0)].count += 1
+        }
+    }
+
+    /// Notes that `work` has none any more; returns the reference, to be released after the
+    /// caller unlocked (it may be the last one).
+    func unregister(_ work: any _PendingWork) -> (any _PendingWork)? {
+        draining.withLock { table -> (any _PendingWork)? in
+            let key = ObjectIdentifier(work)
+            guard let item = table[key] else { return nil }
+            if item.count <= 1 {
+                table[key] = nil
+                return item.work
+            }
+            table[key] = (item.work, item.count - 1)
+            return nil
+        }
+    }
 
     /// Counts a delivery being scheduled; pass the result to `end` when it ran or was dropped.
     /// - Complexity: O(1), one lock acquisition.
@@ -57,8 +108,24 @@ final class _DeliveryTracker: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    /// Returns once every delivery counted by `begin` before this call ended.
+    /// Returns once every delivery counted by `begin` before this call ended, and every delivery
+    /// the main mailbox and the actor subscriptions of the center held when it was called.
     func wait() async {
+        // Marks first, all at once: deliveries appended later are not waited for.
+        let works =
+            [main as any _PendingWork] + draining.withLock { $0.values.map(\.work) }
+            + queues.withLock { $0.boxes.values.compactMap(\.mailbox) }
+        let marks = works.compactMap { work in work.mark().map { (work, $0) } }
+        await waitForCounted()
+        for (work, mark) in marks {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if !work.resume(continuation, after: mark) { continuation.resume() }
+            }
+        }
+    }
+
+    /// Returns once every delivery counted by `begin` before this call ended.
+    private func waitForCounted() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let settled = state.withLock { state -> Bool in
                 let epoch = state.epoch
@@ -70,4 +137,11 @@ final class _DeliveryTracker: Sendable {
             if settled { continuation.resume() }
         }
     }
+}
+
+/// A weak reference to a queue's mailbox.
+struct _WeakMailbox: @unchecked Sendable {
+    // @unchecked: only touched under the tracker's lock.
+    weak var mailbox: _Mailbox?
+    init(_ mailbox: _Mailbox) { self.mailbox = mailbox }
 }

@@ -53,6 +53,19 @@ class _Entry: @unchecked Sendable {
     /// unlocking (an observer's deinit is user code and must never run under a lock).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
 
+    /// Runs a delivery that a mailbox (`_Mailbox`) held: moves the payload out of `payload`
+    /// (its type is this entry's) and calls the handler inside a queued-call frame on `route`,
+    /// unless the entry was cancelled or paused meanwhile (then the payload is dropped).
+    func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
+        fatalError("_Entry.runQueued must be overridden by entries that use a mailbox")
+    }
+
+    /// Drops a delivery that a mailbox held without running it: moves the payload out and
+    /// releases it.
+    func dropQueued(_ payload: UnsafeMutableRawPointer) {
+        fatalError("_Entry.dropQueued must be overridden by entries that use a mailbox")
+    }
+
     /// Lets go of the handler closure now, even if something else still holds the entry (a
     /// queued delivery that has not started yet keeps a reference). Called by the canceller once
     /// no frame can be running the handler any more.
@@ -130,6 +143,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// Set (before the entry is published) for a `replay: true` subscription: holds live posts
     /// back until the retained one was delivered (see `Retained.swift`).
     @exclusivity(unchecked) var replay: _Replay<Payload>?
+    /// Where queued and main-actor deliveries go (the center's mailbox of the queue, or its main
+    /// mailbox); `nil` for immediate entries, and for entries without a tracker.
+    let mailbox: _Mailbox?
 
     init(
         executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?, tracker: _DeliveryTracker?,
@@ -137,6 +153,11 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     ) {
         self.invoke = invoke
         self.tracker = tracker
+        switch executor {
+        case .immediate: self.mailbox = nil
+        case .queue(let queue): self.mailbox = tracker?.mailbox(for: queue)
+        case .mainActor: self.mailbox = tracker?.main
+        }
         self.executor = executor
         self.once = once
         self.observer = observer
@@ -156,6 +177,15 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         return run(payload, target: target, route: route)
     }
 
+    /// A typed post of exactly `Payload` to an entry without a sender filter or replay hands the
+    /// value over without an envelope or a cast (the envelope was an allocation per post).
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        let target = target()
+        guard target.alive else { return false }
+        return run(payload.assumingMemoryBound(to: Payload.self).pointee, target: target, route: route)
+    }
+
     /// Delivers an extracted payload: claims a one-shot, then calls or schedules the handler.
     func run(_ payload: Payload, target: (alive: Bool, observer: AnyObject?), route: _Route) -> Bool {
         if once {
@@ -172,10 +202,18 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         case .mainActor where _isOnMainActor():
             return invoke?(target.observer, payload) ?? false
         case .mainActor:
-            schedule(payload, on: .main, route: route)
+            if let mailbox {
+                mailbox.append(payload, entry: self, route: route)
+            } else {
+                schedule(payload, on: .main, route: route)
+            }
             return true
         case .queue(let queue):
-            schedule(payload, on: queue, route: route)
+            if let mailbox {
+                mailbox.append(payload, entry: self, route: route)
+            } else {
+                schedule(payload, on: queue, route: route)
+            }
             return true
         }
     }
@@ -200,6 +238,21 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
                 box.value.1._endCall(ticket)
             }
         }
+    }
+
+    /// A queued or main-actor delivery that a mailbox of the center held (see `_Mailbox`).
+    override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
+        let value = _RecordBuffer.takePayload(Payload.self, payload)
+        _withFrameCell { cell in
+            guard let ticket = route._beginQueuedCall(self, cell) else { return }
+            let target = target()
+            if target.alive { _ = invoke?(target.observer, value) }
+            route._endCall(ticket)
+        }
+    }
+
+    override func dropQueued(_ payload: UnsafeMutableRawPointer) {
+        _ = _RecordBuffer.takePayload(Payload.self, payload)
     }
 
     /// The observer to call the selector on, loaded once: `alive` is `false` when a selector
@@ -252,7 +305,9 @@ private let _mainQueueKey: DispatchSpecificKey<UInt8> = {
     return key
 }()
 
-/// Whether the caller runs on the main actor's executor: the main thread, or the main queue.
+/// Whether the caller runs on the main actor's executor: the main thread (asked of the kernel
+/// once per thread, then a thread-local load), or the main queue.
+@inline(__always)
 func _isOnMainActor() -> Bool {
-    _subscriptions_is_main_thread() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
+    _subscriptions_is_main_thread_cached() != 0 || DispatchQueue.getSpecific(key: _mainQueueKey) != nil
 }

@@ -26,6 +26,20 @@ struct _Stripes: @unchecked Sendable {
     }
 }
 
+/// Whether a post runs on the main actor, asked at most once per post (by its first main-actor
+/// handler) and only when it has one.
+struct _PostPlace {
+    private var known: UInt8 = 0
+
+    /// `true` on the main thread or the main queue.
+    var onMainActor: Bool {
+        mutating get {
+            if known == 0 { known = _isOnMainActor() ? 1 : 2 }
+            return known == 1
+        }
+    }
+}
+
 /// What a post walks: the route it found, the slot buffer it published in its frame, and its
 /// frame in the thread's record.
 struct _PostStart {
@@ -164,17 +178,27 @@ extension PostCenter {
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
     @inline(__always)
-    func _post<Payload>(_ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, sender: AnyObject?) -> Int {
+    func _post<Payload>(
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, sender: AnyObject?
+    ) -> Int {
         if Payload.self == PostObject.self {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             return _post(key, sender: sender) { object }
         }
         return _inPostFrame(key) { start in
             var made: PostObject?
+            var place = _PostPlace()
             return _walk(
                 start, direct: direct,
                 call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-                other: { _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made) })
+                other: { entry in
+                    if ObjectIdentifier(type(of: entry)) == main {
+                        unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
+                            payload, onMainActor: place.onMainActor, route: start.route)
+                        return true
+                    }
+                    return _deliverTyped(payload, to: entry, route: start.route, sender: sender, envelope: &made)
+                })
         }
     }
 
@@ -200,10 +224,18 @@ extension PostCenter {
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
         _inPostFrame(key) { start in
             let object = makeEnvelope()
+            var place = _PostPlace()
             return _walk(
                 start, direct: ObjectIdentifier(_EnvelopeHandler.self),
                 call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-                other: { $0.deliver(object, sender: sender, route: start.route.takeUnretainedValue()) })
+                other: { entry in
+                    if ObjectIdentifier(type(of: entry)) == ObjectIdentifier(_MainHandler<PostObject>.self) {
+                        unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
+                            object, onMainActor: place.onMainActor, route: start.route)
+                        return true
+                    }
+                    return entry.deliver(object, sender: sender, route: start.route.takeUnretainedValue())
+                })
         }
     }
 

@@ -80,4 +80,22 @@ long _subscriptions_heavy_fence_count(void);
 /// `Thread.isMainThread`.
 int _subscriptions_is_main_thread(void);
 
+/// The calling thread's answer of `_subscriptions_is_main_thread`, kept once asked: 0 before,
+/// 1 on the main thread, 2 elsewhere. A thread never changes that, so one system call per thread.
+#if defined(__linux__) && !defined(__APPLE__)
+extern __thread int _subscriptions_main_state __attribute__((tls_model("initial-exec")));
+#else
+extern __thread int _subscriptions_main_state;
+#endif
+
+/// `_subscriptions_is_main_thread`, asked once per thread: a thread-local load after the first call.
+static inline int _subscriptions_is_main_thread_cached(void) {
+    int state = _subscriptions_main_state;
+    if (state == 0) {
+        state = _subscriptions_is_main_thread() ? 1 : 2;
+        _subscriptions_main_state = state;
+    }
+    return state == 1;
+}
+
 #endif

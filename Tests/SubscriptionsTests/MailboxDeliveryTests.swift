@@ -1,0 +1,231 @@
+import Dispatch
+import Foundation
+import Subscriptions
+import SubscriptionsTestSupport
+import Synchronization
+import Testing
+
+/// An actor that keeps what its handlers received and reports the count.
+private actor MailboxLog<Value: Sendable> {
+    var values: [Value] = []
+    private let reached: AsyncStream<Int>.Continuation?
+
+    init(reached: AsyncStream<Int>.Continuation? = nil) {
+        self.reached = reached
+    }
+
+    func receive(_ value: Value) {
+        values.append(value)
+        reached?.yield(values.count)
+    }
+
+    func clear() { values = [] }
+}
+
+/// Waits until the main queue has run everything it holds when this is called.
+@MainActor private func drainMain() async {
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        DispatchQueue.main.async { done.resume() }
+    }
+}
+
+/// Main-actor state for the tests below.
+@MainActor private final class MainLog {
+    var values: [String] = []
+}
+
+@Suite("Mailboxes: main-actor and actor delivery per burst", .timeLimit(.minutes(2)))
+struct MailboxDeliveryTests {
+    // MARK: Main actor, posted from another thread
+
+    @Test @MainActor func postsFromAnotherThreadInOneBurstRunInOneMainQueueJob() async {
+        let center = PostCenter()
+        let log = MainLog()
+        let a = center.subscribe(Topic<Int>("burst.a"), delivery: .mainActor) { log.values.append("a\($0)") }
+        let b = center.subscribe(Topic<Int>("burst.b"), delivery: .mainActor) { log.values.append("b\($0)") }
+        // The main queue is blocked while a thread posts the first post, then queues a marker
+        // job, then posts the rest. One job per burst: the job the first post scheduled runs
+        // every delivery of the burst, so the marker (queued after that job) sees them all. With
+        // a job per delivery, the marker would run after the first one only.
+        let gate = DispatchSemaphore(value: 0)
+        DispatchQueue.main.async { gate.wait() }
+        let seenByMarker = Recorder<Int>()
+        let poster = TestThread {
+            center.post(Topic<Int>("burst.a"), 0)
+            DispatchQueue.main.async { MainActor.assumeIsolated { seenByMarker.append(log.values.count) } }
+            for i in 1..<50 {
+                center.post(Topic<Int>("burst.b"), i)
+                center.post(Topic<Int>("burst.a"), i)
+            }
+            gate.signal()
+        }
+        poster.join()
+        await drainMain()
+        #expect(seenByMarker.values == [99])
+        // Post order across the center's main-actor subscriptions, not only within each.
+        let expected = ["a0"] + (1..<50).flatMap { ["b\($0)", "a\($0)"] }
+        #expect(log.values == expected)
+        withExtendedLifetime((a, b)) {}
+    }
+
+    @Test @MainActor func payloadsQueuedForTheMainActorAreReleasedOnceHandledOrDropped() async {
+        let center = PostCenter()
+        let live = LiveObjects()
+        let log = MainLog()
+        let kept = center.subscribe(Topic<Tracked>("tracked"), delivery: .mainActor) { log.values.append($0.name) }
+        let dropped = center.subscribe(Topic<Tracked>("tracked"), delivery: .mainActor) { _ in
+            Issue.record("a cancelled main-actor subscription ran")
+        }
+        let gate = DispatchSemaphore(value: 0)
+        DispatchQueue.main.async { gate.wait() }
+        let poster = TestThread {
+            for i in 0..<20 { center.post(Topic<Tracked>("tracked"), Tracked("\(i)", live: live)) }
+        }
+        poster.join()
+        #expect(live.alive == 20)
+        dropped.cancel()
+        gate.signal()
+        await center.waitForPendingDeliveries()
+        #expect(log.values == (0..<20).map { "\($0)" })
+        #expect(live.alive == 0, "payloads handed to the main actor outlived their delivery")
+        withExtendedLifetime(kept) {}
+    }
+
+    @Test @MainActor func aMainActorHandlerPostedOnTheMainThreadRunsBeforePostReturns() {
+        let center = PostCenter()
+        let log = MainLog()
+        let token = center.subscribe(Topic<Int>("sync"), delivery: .mainActor) { log.values.append("\($0)") }
+        let plain = center.subscribe("sync.plain", delivery: .mainActor) { log.values.append($0.flag) }
+        for i in 0..<3 {
+            #expect(center.post(Topic<Int>("sync"), i) == 1)
+            #expect(log.values.last == "\(i)")
+        }
+        #expect(center.post("sync.plain", flag: "p") == 1)
+        #expect(log.values == ["0", "1", "2", "p"])
+        withExtendedLifetime((token, plain)) {}
+    }
+
+    // MARK: Actor drains
+
+    @Test func postsFromFourThreadsRacingTheEndOfTheDrainAreNeitherLostNorReordered() async {
+        let center = PostCenter()
+        let topic = Topic<Point>("race")
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let log = MailboxLog<Point>(reached: continuation)
+        let token = center.subscribe(topic, on: log) { log, point in log.receive(point) }
+        var counts = stream.makeAsyncIterator()
+        let threads = 4
+        let perThread = 3
+        for round in 0..<1_000 {
+            // Each round starts with an idle mailbox: the drain of the last round found it empty
+            // and is ending, while four threads post again.
+            let posters = (0..<threads).map { t in
+                TestThread { for i in 0..<perThread { center.post(topic, Point(x: t, y: i)) } }
+            }
+            for poster in posters { poster.join() }
+            var reached = 0
+            while reached < threads * perThread, let count = await counts.next() { reached = count }
+            let values = await log.values
+            #expect(values.count == threads * perThread, "round \(round)")
+            for t in 0..<threads {
+                #expect(values.filter { $0.x == t }.map(\.y) == Array(0..<perThread), "thread \(t), round \(round)")
+            }
+            await log.clear()
+            if values.count != threads * perThread { break }
+        }
+        withExtendedLifetime(token) {}
+    }
+
+    // MARK: waitForPendingDeliveries and actors
+
+    @Test func waitForPendingDeliveriesWaitsForActorDeliveriesOfEarlierPosts() async {
+        for round in 0..<20 {
+            let center = PostCenter()
+            let topic = Topic<Int>("pending.actor")
+            let log = MailboxLog<Int>()
+            let other = MailboxLog<Int>()
+            let token = center.subscribe(topic, on: log) { log, value in log.receive(value) }
+            let second = center.subscribe(topic, on: other) { other, value in other.receive(value) }
+            for i in 0..<500 { center.post(topic, i) }
+            await center.waitForPendingDeliveries()
+            #expect(await log.values == Array(0..<500), "round \(round)")
+            #expect(await other.values == Array(0..<500), "round \(round)")
+            withExtendedLifetime((token, second)) {}
+        }
+    }
+
+    @Test func waitForPendingDeliveriesReturnsUnderASteadyStreamOfActorPosts() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("pending.stream")
+        let log = MailboxLog<Int>()
+        let token = center.subscribe(topic, on: log) { log, value in log.receive(value) }
+        let stop = Flag()
+        let poster = TestThread {
+            var i = 0
+            while !stop.isSet {
+                center.post(topic, i)
+                i += 1
+            }
+        }
+        for _ in 0..<20 { await center.waitForPendingDeliveries() }
+        stop.set()
+        poster.join()
+        await center.waitForPendingDeliveries()
+        let values = await log.values
+        #expect(values == Array(0..<values.count))
+        withExtendedLifetime(token) {}
+    }
+
+    // MARK: replay on actors
+
+    @Test func replayOnAnActorSubscriptionDeliversTheRetainedPostFirst() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("tick")
+        let log = MailboxLog<Int>()
+        center.post(topic, 1, retain: true)
+        center.post(topic, 2, retain: true)
+        let token = center.subscribe(topic, on: log, replay: true) { log, value in log.receive(value) }
+        center.post(topic, 3)
+        center.post(topic, 4, retain: true)
+        await center.waitForPendingDeliveries()
+        #expect(await log.values == [2, 3, 4])
+        let plain = MailboxLog<Int>()
+        let withoutReplay = center.subscribe(topic, on: plain) { log, value in log.receive(value) }
+        let names = MailboxLog<String>()
+        let envelopes = center.subscribe("tick", on: names, replay: true) { log, post in
+            log.receive("\(post.payload(as: Int.self) ?? -1)")
+        }
+        center.post(topic, 5)
+        await center.waitForPendingDeliveries()
+        #expect(await plain.values == [5])
+        #expect(await names.values == ["4", "5"])
+        withExtendedLifetime((token, withoutReplay, envelopes)) {}
+    }
+
+    @Test func replayOnAnActorRacingRetainedPostsDeliversEachOnceInOrder() async {
+        for round in 0..<10 {
+            let center = PostCenter()
+            let topic = Topic<Int>("race.retained")
+            center.post(topic, 0, retain: true)
+            let last = 3_000
+            let poster = TestThread { for i in 1...last { center.post(topic, i, retain: true) } }
+            // Subscriptions made while retained posts race with them: each must get the one it
+            // replays, then every later post exactly once, in order (a retained post stored
+            // before the subscription and reaching it live is dropped, not delivered twice).
+            var logs: [(MailboxLog<Int>, Subscription)] = []
+            for _ in 0..<40 {
+                let log = MailboxLog<Int>()
+                logs.append((log, center.subscribe(topic, on: log, replay: true) { log, value in log.receive(value) }))
+            }
+            poster.join()
+            await center.waitForPendingDeliveries()
+            for (index, (log, _)) in logs.enumerated() {
+                let values = await log.values
+                #expect(
+                    values.first.map { values == Array($0...last) } ?? false,
+                    "round \(round), subscription \(index): \(values.prefix(4))…")
+            }
+            withExtendedLifetime(logs) {}
+        }
+    }
+}
