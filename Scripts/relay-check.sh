@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the Redis relay (Relays/Redis) against a real server: installs redis-server, redis-tools
-# and libhiredis-dev when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
+# Checks the Redis relay (Relays/Redis) against a real server: installs redis-server, redis-tools,
+# libhiredis-dev, libssl-dev and openssl when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
 # 127.0.0.1 port (no persistence, not daemonized, killed on exit), then lints the package, builds it
 # with warnings as errors, runs its tests and its benchmark in quick mode beside redis-benchmark.
 # About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling).
@@ -13,12 +13,14 @@ root=$PWD
 start=$SECONDS
 step() { echo; echo "== $* ($((SECONDS - start)) s)"; }
 
-step "dependencies: redis-server, redis-tools, libhiredis-dev"
+step "dependencies: redis-server, redis-tools, libhiredis-dev, libssl-dev, openssl"
 missing=()
 command -v redis-server > /dev/null || missing+=(redis-server)
 command -v redis-cli > /dev/null && command -v redis-benchmark > /dev/null || missing+=(redis-tools)
 command -v pkg-config > /dev/null || missing+=(pkg-config)
 if ! pkg-config --exists hiredis 2> /dev/null; then missing+=(libhiredis-dev); fi
+if ! pkg-config --exists openssl 2> /dev/null; then missing+=(libssl-dev); fi
+command -v openssl > /dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo=""

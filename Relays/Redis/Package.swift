@@ -8,6 +8,12 @@ import PackageDescription
 // checkout named "redis" would otherwise clash with this package's own identity).
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+#if os(macOS)
+    let hiredisPkgConfig: String? = "hiredis"
+#else
+    let hiredisPkgConfig: String? = nil
+#endif
+
 let package = Package(
     name: "SubscriptionsRedis",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
@@ -18,9 +24,12 @@ let package = Package(
         .package(path: "Dependencies/Subscriptions")
     ],
     targets: [
+        // No pkg-config on Linux: Debian's hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM
+        // refuses with a warning on every build, and the headers and libraries are on the default
+        // paths anyway. Homebrew's are not, so macOS asks pkg-config.
         .systemLibrary(
-            name: "CHiredis", pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
+            name: "CHiredis", pkgConfig: hiredisPkgConfig,
+            providers: [.apt(["libhiredis-dev", "libssl-dev"]), .brew(["hiredis", "openssl@3"])]),
         .target(
             name: "SubscriptionsRedis",
             dependencies: ["CHiredis", .product(name: "Subscriptions", package: "Subscriptions")],

@@ -7,16 +7,20 @@ import Synchronization
 /// The hiredis connections are not here: each belongs to its thread (see `Publisher.swift` and
 /// `Subscriber.swift`).
 final class _RelayCore: Sendable {
-    let host: String
-    let port: Int
+    let endpoint: _Endpoint
+    let tls: _TLSContext?
+    let signer: _Signer?
     let prefix: String
     let options: RedisRelay.Options
-    /// The header of every message this relay publishes (magic and origin id); see `_Wire`.
+    /// The header of every message this relay publishes (magic, origin id and a zero sequence
+    /// number); see `_Wire`.
     let header: [UInt8]
+    let events = _Events()
 
     let dropped = Atomic<Int>(0)
     let rejected = Atomic<Int>(0)
     let published = Atomic<Int>(0)
+    let missed = Atomic<Int>(0)
     let stopping = Atomic<Bool>(false)
     let publisherConnected = Atomic<Bool>(false)
 
@@ -27,14 +31,34 @@ final class _RelayCore: Sendable {
     let publisherWake = _WakePipe()
     let subscriberWake = _WakePipe()
 
-    init(host: String, port: Int, prefix: String, options: RedisRelay.Options, origin: UInt64) {
-        self.host = host
-        self.port = port
+    init(
+        endpoint: _Endpoint, tls: _TLSContext?, prefix: String, options: RedisRelay.Options, origin: UInt64,
+        connected: Bool
+    ) {
+        self.endpoint = endpoint
+        self.tls = tls
+        self.signer = options.signingKey.map(_Signer.init(key:))
         self.prefix = prefix
         self.options = options
-        self.header = _Wire.header(origin: origin)
-        self.outbox = Mutex(_Outbox(connected: true))
+        self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
+        self.outbox = Mutex(_Outbox(connected: connected))
     }
+
+    /// A new connection to the relay's server, or `nil`; an authentication or TLS failure is
+    /// reported as an event.
+    func connect() -> _Connection? {
+        do {
+            return try _Connection.open(endpoint, tls: tls, timeout: options.connectTimeout)
+        } catch .authenticationFailed(let text) {
+            events.emit(.authenticationFailed(text))
+        } catch .tlsFailed(let text) {
+            events.emit(.disconnected(reason: text))
+        } catch {}
+        return nil
+    }
+
+    /// The largest message this relay sends or accepts, signature included.
+    var maximumMessageBytes: Int { options.maximumMessageBytes }
 
     deinit {
         publisherWake.close()
@@ -53,8 +77,16 @@ final class _RelayCore: Sendable {
     /// `enqueue`.
     func enqueue(channel: [UInt8], message: [UInt8]) {
         let limit = options.maxQueuedPosts
+        let byteLimit = options.maxQueuedBytes
+        guard message.count + (signer == nil ? 0 : _Wire.signatureLength) <= options.maximumMessageBytes else {
+            dropped.add(1, ordering: .relaxed)
+            return
+        }
         let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
-            guard outbox.connected, outbox.count < limit else { return (false, false) }
+            guard outbox.connected, outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
+                return (false, false)
+            }
+            outbox.bytes += message.count
             outbox.items.append(_Outgoing(channel: channel, message: message))
             let wake = outbox.writerWaiting
             outbox.writerWaiting = false
@@ -115,6 +147,8 @@ struct _Outgoing: Sendable {
 struct _Outbox: Sendable {
     var items: [_Outgoing] = []
     var head = 0
+    /// The bytes of the messages queued.
+    var bytes = 0
     /// Whether posts are accepted: `false` while the publisher is reconnecting.
     var connected: Bool
     /// Set by the publisher thread before it sleeps in `poll` with nothing to send; the next
@@ -127,20 +161,27 @@ struct _Outbox: Sendable {
 
     /// Moves posts, oldest first, into `batch`, grouped into at most `limit` messages: each run of
     /// consecutive posts of one channel and kind (at most `_Wire.batchMaxPosts` posts, and no more
-    /// once their bodies reach `_Wire.batchMaxBytes` bytes) is one message, whose post count is
-    /// appended to `messages`. Only what is queued now is taken: a post never waits for company.
-    mutating func take(messages limit: Int, into batch: inout [_Outgoing], counts messages: inout [Int]) {
+    /// once their bodies reach `_Wire.batchMaxBytes` bytes, or the whole message `maxBytes`) is one
+    /// message, whose post count is appended to `messages`. Only what is queued now is taken: a
+    /// post never waits for company.
+    mutating func take(
+        messages limit: Int, maxBytes: Int = .max, into batch: inout [_Outgoing], counts messages: inout [Int]
+    ) {
         var index = head
         var taken = 0
         while taken < limit && index < items.count {
             let first = items[index]
             let kind = first.message[_Wire.headerLength - 1]
             var bytes = first.message.count - _Wire.headerLength
+            // The batch message: header, kind, inner kind, count (one byte: at most 64), entries.
+            var length = _Wire.headerLength + 2 + _varintLength(UInt64(bytes)) + bytes
             var end = index + 1
             while end < items.count && end - index < _Wire.batchMaxPosts {
                 let next = items[end]
-                bytes += next.message.count - _Wire.headerLength
-                guard bytes <= _Wire.batchMaxBytes, next.channel == first.channel,
+                let body = next.message.count - _Wire.headerLength
+                bytes += body
+                length += _varintLength(UInt64(body)) + body
+                guard bytes <= _Wire.batchMaxBytes, length <= maxBytes, next.channel == first.channel,
                     next.message[_Wire.headerLength - 1] == kind
                 else { break }
                 end += 1
@@ -149,6 +190,7 @@ struct _Outbox: Sendable {
             taken += 1
             index = end
         }
+        for item in items[head..<index] { self.bytes -= item.message.count }
         batch.append(contentsOf: items[head..<index])
         head = index
         if head == items.count {
@@ -165,6 +207,7 @@ struct _Outbox: Sendable {
         let dropped = count
         items.removeAll()
         head = 0
+        bytes = 0
         return dropped
     }
 }
@@ -199,6 +242,11 @@ final class _Inbound: Sendable {
         self.deliver = deliver
         self.deliverBatch = deliverBatch
     }
+
+    /// The next sequence number expected from each origin heard on this channel (see `_Wire`).
+    /// Used by the subscriber thread only; kept while the binding lives, across reconnections,
+    /// so that posts lost while disconnected show as a gap.
+    let expected = Mutex<[UInt64: UInt64]>([:])
 
     /// This binding's identity, set as the thread marker while it posts on the center.
     var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }

@@ -1,27 +1,43 @@
 import Foundation
 
-/// The message format on a relayed channel: `SR3` magic (version 3), the sender relay's origin id as 16
-/// lowercase hex digits, a kind byte, then the body.
+/// The message format on a relayed channel (version 4): a magic (`SR4`, or `SS4` when signed), the
+/// sender relay's origin id as 16 lowercase hex digits, the sequence number of the message's first
+/// post (8 bytes, big-endian), a kind byte, the body and, when signed, a 32-byte HMAC-SHA256.
 ///
 /// - kind `t`: one typed post; the body is the payload in the relay's binary `Codable` format
 ///   (`_Codec`).
 /// - kind `p`: one plain post; the body is the `PostObject`'s flag in UTF-8.
 /// - kind `b`: a batch of consecutive posts of one channel, oldest first. The body is the posts'
-///   kind byte (`t` or `p`), their count as LEB128 (at least 1), then each post's body as a LEB128
-///   byte count and the bytes, and nothing after the last. The publisher coalesces posts that are
-///   already queued when it sends (never waiting for more), up to `batchMaxPosts` posts and about
-///   `batchMaxBytes` bytes; a post alone goes out as a `t` or `p` message.
+///   kind byte (`t` or `p`), their count as LEB128 (1 to `batchMaxPosts`), then each post's body as
+///   a LEB128 byte count and the bytes, and nothing after the last. The publisher coalesces posts
+///   that are already queued when it sends (never waiting for more), up to `batchMaxPosts` posts
+///   and about `batchMaxBytes` bytes; a post alone goes out as a `t` or `p` message.
+///
+/// Sequence numbers count the posts a relay published on one channel: the posts of a message are
+/// numbered `seq`, `seq + 1`, …; the next message starts after them. A receiver that knows an
+/// origin's next number sees a gap as missed posts and a lower number as a stale message (one that
+/// a reconnection overtook), which it skips so that order holds.
+///
+/// The signature, when the relay has a `signingKey`, is the HMAC-SHA256 of the channel name (its
+/// bytes, then one zero byte) followed by every byte of the message before the signature, so that
+/// a message cannot be moved to another channel.
 ///
 /// A receiver checks a whole batch (framing, kinds, every body) before it posts any of it: a batch
 /// with any fault is rejected as one message and none of its posts are made.
 ///
-/// Version 1 (`SR1`, JSON bodies) and version 2 (`SR2`, no batches) messages are foreign. Anything
-/// else on a relayed channel (other publishers, other versions) is foreign: counted in
+/// Versions 1 to 3 (`SR1`, `SR2`, `SR3`: no sequence numbers) are foreign. Anything else on a
+/// relayed channel (other publishers, other versions) is foreign: counted in
 /// `RedisRelay.rejectedMessages` and skipped.
 enum _Wire {
-    static let magic: [UInt8] = Array("SR3".utf8)
+    static let magic: [UInt8] = Array("SR4".utf8)
+    static let signedMagic: [UInt8] = Array("SS4".utf8)
     static let originLength = 16
-    static let headerLength = magic.count + originLength + 1
+    /// Where the sequence number starts, and its length.
+    static let sequenceOffset = magic.count + originLength
+    static let sequenceLength = 8
+    static let headerLength = sequenceOffset + sequenceLength + 1
+    /// The length of a signature (HMAC-SHA256).
+    static let signatureLength = 32
     static let typed = UInt8(ascii: "t")
     static let plain = UInt8(ascii: "p")
     static let batch = UInt8(ascii: "b")
@@ -31,10 +47,35 @@ enum _Wire {
     /// a post larger than this goes alone).
     static let batchMaxBytes = 16 * 1024
 
-    /// The header of every message a relay with `origin` publishes, without the kind byte.
-    static func header(origin: UInt64) -> [UInt8] {
+    /// The header of every message a relay with `origin` publishes, without the kind byte, and
+    /// with a sequence number of zero (the publisher writes each message's own).
+    static func header(origin: UInt64, signed: Bool = false) -> [UInt8] {
         let hex = Array(String(origin, radix: 16).utf8)
-        return magic + Array(repeating: UInt8(ascii: "0"), count: originLength - hex.count) + hex
+        return (signed ? signedMagic : magic) + Array(repeating: UInt8(ascii: "0"), count: originLength - hex.count)
+            + hex + Array(repeating: 0, count: sequenceLength)
+    }
+
+    /// Writes `sequence` into the message that starts at `start` in `bytes`.
+    static func setSequence(_ sequence: UInt64, in bytes: inout [UInt8], at start: Int) {
+        var value = sequence
+        for index in (0..<sequenceLength).reversed() {
+            bytes[start + sequenceOffset + index] = UInt8(truncatingIfNeeded: value)
+            value >>= 8
+        }
+    }
+
+    /// The origin and first sequence number of a message that `parse` accepted (not `.foreign`).
+    static func sequence(of bytes: UnsafeRawBufferPointer) -> (origin: UInt64, sequence: UInt64) {
+        var origin: UInt64 = 0
+        for index in magic.count..<sequenceOffset {
+            let byte = bytes[index]
+            origin = origin << 4 | UInt64(byte <= UInt8(ascii: "9") ? byte - UInt8(ascii: "0") : byte - 87)
+        }
+        var sequence: UInt64 = 0
+        for index in sequenceOffset..<(sequenceOffset + sequenceLength) {
+            sequence = sequence << 8 | UInt64(bytes[index])
+        }
+        return (origin, sequence)
     }
 
     /// A message: `header`, `kind`, `body`.
@@ -103,10 +144,16 @@ enum _Wire {
     }
 
     /// Splits `bytes` into kind and body; `header` is the receiving relay's own header, to
-    /// recognise its own posts. A batch's framing is checked here (not its bodies): one that does
-    /// not hold together is foreign.
+    /// recognise its own posts (and, by its magic, whether messages are signed: a signed message's
+    /// last `signatureLength` bytes are left out, and must be checked by the caller). A batch's
+    /// framing is checked here (not its bodies): one that does not hold together, or that carries
+    /// more than `batchMaxPosts` posts, is foreign.
     static func parse(_ bytes: UnsafeRawBufferPointer, ownHeader header: [UInt8]) -> Parsed {
-        guard bytes.count >= headerLength, let base = bytes.baseAddress else { return .foreign }
+        let signed = header.first == signedMagic.first && header[1] == signedMagic[1]
+        guard bytes.count >= headerLength + (signed ? signatureLength : 0), let base = bytes.baseAddress else {
+            return .foreign
+        }
+        let bytes = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - (signed ? signatureLength : 0))])
         return header.withUnsafeBytes { header -> Parsed in
             guard memcmp(base, header.baseAddress!, magic.count) == 0 else { return .foreign }
             if memcmp(base + magic.count, header.baseAddress! + magic.count, originLength) == 0 { return .mine }
@@ -121,14 +168,14 @@ enum _Wire {
         }
     }
 
-    /// Checks a batch body's framing: a known kind, a count of at least 1, that many entries whose
+    /// Checks a batch body's framing: a known kind, a count of 1 to `batchMaxPosts`, that many entries whose
     /// lengths stay inside the body, and nothing after them.
     static func parseBatch(_ body: UnsafeRawBufferPointer) -> Batch? {
         let reader = _Reader(bytes: body)
         var offset = 0
         guard let kind = try? reader.byte(at: offset), kind == typed || kind == plain else { return nil }
         offset += 1
-        guard let count = try? reader.varint(at: &offset), count >= 1, count <= UInt64(body.count) else {
+        guard let count = try? reader.varint(at: &offset), count >= 1, count <= UInt64(batchMaxPosts) else {
             return nil
         }
         let start = offset

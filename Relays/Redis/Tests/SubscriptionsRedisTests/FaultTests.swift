@@ -96,11 +96,12 @@ struct FaultTests {
         let garbage: [[UInt8]] = [
             [],  // empty
             Array("hello".utf8),  // not from a relay
-            Array("SR3zzzzzzzzzzzzzzzzt".utf8) + good,  // origin is not hex
+            Array("SR4zzzzzzzzzzzzzzzz".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, UInt8(ascii: "t")] + good,  // origin not hex
             // Version 1 (JSON bodies):
-            Array("SR1".utf8) + Array(other.dropFirst(3)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
-            // Version 2 (no batches), otherwise well formed:
-            Array("SR2".utf8) + Array(other.dropFirst(3)) + [UInt8(ascii: "t")] + good,
+            Array("SR1".utf8) + Array(other.dropFirst(3).prefix(16)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
+            // Version 2 (no batches) and version 3 (no sequence numbers), otherwise well formed:
+            Array("SR2".utf8) + Array(other.dropFirst(3).prefix(16)) + [UInt8(ascii: "t")] + good,
+            Array("SR3".utf8) + Array(other.dropFirst(3).prefix(16)) + [UInt8(ascii: "t")] + good,
             other + Array("t{not json".utf8),  // body does not decode
             other + [UInt8(ascii: "t")] + good.dropLast(3),  // body truncated
             other + [UInt8(ascii: "t")] + good + [0],  // trailing bytes
@@ -177,8 +178,10 @@ struct FaultTests {
     }
 }
 
-/// The header of another relay's messages: the current magic and a fixed origin id.
-let otherRelayHeader = Array("SR3".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+/// The header of another relay's messages: the current magic, a fixed origin id and sequence
+/// number zero.
+let otherRelayHeader =
+    Array("SR4".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16) + Array(repeating: 0, count: 8)
 
 /// `value` in the relay's binary format.
 func binary(_ value: some Encodable) throws -> [UInt8] {

@@ -38,7 +38,7 @@ private func parsed(_ bytes: [UInt8]) -> String {
 
     @Test func aBatchCarriesEveryBodyInOrder() {
         let bytes = batchMessage(t, bodies)
-        #expect(Array(bytes.prefix(3)) == Array("SR3".utf8))
+        #expect(Array(bytes.prefix(3)) == Array("SR4".utf8))
         #expect(parsed(bytes) == "batch \(t) 4 \(bodies)")
         #expect(parsed(batchMessage(p, [[65]])) == "batch \(p) 1 [[65]]")
         // The sender skips its own batches like its own posts.
