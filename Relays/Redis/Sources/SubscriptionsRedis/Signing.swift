@@ -18,7 +18,12 @@ final class _Signer: @unchecked Sendable {
 
     /// The HMAC of the channel's bytes, a zero byte, then `message`.
     func signature(channel: some Collection<UInt8>, message: ArraySlice<UInt8>) -> [UInt8] {
-        let inner = Self.sha256([innerPad[...], ArraySlice(channel), [0], message])
+        mac([ArraySlice(channel), [0], message])
+    }
+
+    /// HMAC-SHA256 of the concatenated `parts` (RFC 2104).
+    func mac(_ parts: [ArraySlice<UInt8>]) -> [UInt8] {
+        let inner = Self.sha256([innerPad[...]] + parts)
         return Self.sha256([outerPad[...], inner[...]])
     }
 
