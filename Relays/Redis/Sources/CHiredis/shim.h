@@ -16,3 +16,7 @@ static inline long _relay_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
 static inline void _relay_SSL_CTX_set_auto_retry(SSL_CTX *context) {
     SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
 }
+
+static inline void _relay_SSL_CTX_set_min_tls12(SSL_CTX *context) {
+    SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
+}

@@ -1,276 +1,287 @@
-import CHiredis
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    import CHiredis
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+    #if canImport(Glibc)
+        import Glibc
+    #elseif canImport(Darwin)
+        import Darwin
+    #endif
 
-/// One connection to Redis: a socket (plain or TLS, see `Socket.swift`), an output buffer that
-/// commands are formatted into, and hiredis's reply reader.
-///
-/// Owned and used by exactly one thread (the publisher's or the subscriber's), which is why it is
-/// neither `Sendable` nor locked. The socket stays blocking: the thread reads only after `poll`
-/// reported input, and writes at most `pipelineDepth` commands ahead of the replies, so a write
-/// never waits for long. Send and receive time-outs bound the rest.
-final class _Connection {
-    private let fd: Int32
-    /// The OpenSSL session (`SSL *`) of a TLS connection.
-    private let ssl: OpaquePointer?
-    private let reader: UnsafeMutablePointer<redisReader>
-    private var output: [UInt8] = []
-    private var input = [UInt8](repeating: 0, count: 64 * 1024)
+    /// One connection to Redis: a socket (plain or TLS, see `Socket.swift`), an output buffer that
+    /// commands are formatted into, and hiredis's reply reader.
+    ///
+    /// Owned and used by exactly one thread (the publisher's or the subscriber's), which is why it is
+    /// neither `Sendable` nor locked. The socket stays blocking: the thread reads only after `poll`
+    /// reported input, and writes at most `pipelineDepth` commands ahead of the replies, so a write
+    /// never waits for long. Send and receive time-outs bound the rest.
+    final class _Connection {
+        private let fd: Int32
+        /// The OpenSSL session (`SSL *`) of a TLS connection.
+        private let ssl: OpaquePointer?
+        private let reader: UnsafeMutablePointer<redisReader>
+        private var output: [UInt8] = []
+        private var input = [UInt8](repeating: 0, count: 64 * 1024)
 
-    private init(fd: Int32, ssl: OpaquePointer?) {
-        self.fd = fd
-        self.ssl = ssl
-        self.reader = redisReaderCreate()
-    }
-
-    /// Connects to `endpoint` within `timeout` (for each step: TCP, TLS, each reply), starts TLS
-    /// when the endpoint asks for it, authenticates when it has a password, and checks that the
-    /// server answers a `PING` (a server that wants a password says so here).
-    /// - Throws: ``RedisRelayError/unreachable(host:port:reason:)``,
-    ///   ``RedisRelayError/tlsFailed(_:)`` or ``RedisRelayError/authenticationFailed(_:)`` with
-    ///   the server's text; never the password.
-    static func open(_ endpoint: _Endpoint, tls: _TLSContext?, timeout: Duration) throws(RedisRelayError)
-        -> _Connection
-    {
-        let fd = try _openSocket(host: endpoint.host, port: endpoint.port, timeout: timeout)
-        var ssl: OpaquePointer?
-        if endpoint.tls {
-            guard let tls else { fatalError("SubscriptionsRedis: a TLS endpoint without a TLS context") }
-            do {
-                ssl = try tls.start(fd, host: endpoint.host)
-            } catch {
-                _ = _close(fd)
-                throw error
-            }
+        private init(fd: Int32, ssl: OpaquePointer?) {
+            self.fd = fd
+            self.ssl = ssl
+            self.reader = redisReaderCreate()
         }
-        let connection = _Connection(fd: fd, ssl: ssl)
-        try connection.handshake(endpoint)
-        return connection
-    }
 
-    /// A plain connection to `host:port` without `AUTH`: for tests.
-    static func open(host: String, port: Int, timeout: Duration) throws(RedisRelayError) -> _Connection {
-        try open(_Endpoint(host: host, port: port), tls: nil, timeout: timeout)
-    }
-
-    deinit {
-        if let ssl {
-            SSL_shutdown(ssl)
-            SSL_free(ssl)
-        }
-        _ = _close(fd)
-        redisReaderFree(reader)
-    }
-
-    /// The socket, for `poll`.
-    var socket: Int32 { fd }
-
-    private func handshake(_ endpoint: _Endpoint) throws(RedisRelayError) {
-        var commands = 1
-        if let password = endpoint.password {
-            append(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password])
-            commands += 1
-        }
-        append(["PING"])
-        guard flush() else {
-            throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed at once")
-        }
-        while commands > 0 {
-            let (reply, ok) = nextReply()
-            guard ok else {
-                throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the server's reply is malformed")
-            }
-            guard let reply else {
-                // A blocking read, bounded by the receive time-out: nothing read is a silent server.
-                var read = 0
-                let open = receive { bytes in
-                    read += bytes.count
-                    _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+        /// Connects to `endpoint` within `timeout` (for each step: TCP, TLS, each reply), starts TLS
+        /// when the endpoint asks for it, authenticates when it has a password, and checks that the
+        /// server answers a `PING` (a server that wants a password says so here).
+        /// - Throws: ``RedisRelayError/unreachable(host:port:reason:)``,
+        ///   ``RedisRelayError/tlsFailed(_:)`` or ``RedisRelayError/authenticationFailed(_:)`` with
+        ///   the server's text; never the password.
+        static func open(_ endpoint: _Endpoint, tls: _TLSContext?, timeout: Duration) throws(RedisRelayError)
+            -> _Connection
+        {
+            let fd = try _openSocket(host: endpoint.host, port: endpoint.port, timeout: timeout)
+            var ssl: OpaquePointer?
+            if endpoint.tls {
+                guard let tls else { fatalError("SubscriptionsRedis: a TLS endpoint without a TLS context") }
+                do {
+                    ssl = try tls.start(fd, host: endpoint.host)
+                } catch {
+                    _ = _close(fd)
+                    throw error
                 }
-                guard open, read > 0 else {
+            }
+            let connection = _Connection(fd: fd, ssl: ssl)
+            try connection.handshake(endpoint)
+            return connection
+        }
+
+        /// A plain connection to `host:port` without `AUTH`: for tests.
+        static func open(host: String, port: Int, timeout: Duration) throws(RedisRelayError) -> _Connection {
+            try open(_Endpoint(host: host, port: port), tls: nil, timeout: timeout)
+        }
+
+        deinit {
+            if let ssl {
+                SSL_shutdown(ssl)
+                SSL_free(ssl)
+            }
+            _ = _close(fd)
+            redisReaderFree(reader)
+        }
+
+        /// The socket, for `poll`.
+        var socket: Int32 { fd }
+
+        private func handshake(_ endpoint: _Endpoint) throws(RedisRelayError) {
+            var commands = 1
+            if let password = endpoint.password {
+                append(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password])
+                commands += 1
+            }
+            append(["PING"])
+            guard flush() else {
+                throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed at once")
+            }
+            while commands > 0 {
+                let (reply, ok) = nextReply()
+                guard ok else {
                     throw .unreachable(
-                        host: endpoint.host, port: endpoint.port,
-                        reason: "no answer to AUTH or PING (is it a Redis server, and TLS if rediss://?)")
+                        host: endpoint.host, port: endpoint.port, reason: "the server's reply is malformed")
                 }
-                continue
-            }
-            defer { freeReplyObject(reply) }
-            commands -= 1
-            if reply.pointee.type == REDIS_REPLY_ERROR {
-                // The server's own words (WRONGPASS, NOAUTH, …): they never contain the password.
-                let text = reply.pointee.str.map { String(cString: $0) } ?? "error"
-                throw .authenticationFailed(text)
+                guard let reply else {
+                    // A blocking read, bounded by the receive time-out: nothing read is a silent server.
+                    var read = 0
+                    let open = receive { bytes in
+                        read += bytes.count
+                        _ = bytes.withMemoryRebound(to: CChar.self) {
+                            redisReaderFeed(reader, $0.baseAddress, $0.count)
+                        }
+                    }
+                    guard open, read > 0 else {
+                        throw .unreachable(
+                            host: endpoint.host, port: endpoint.port,
+                            reason: "no answer to AUTH or PING (is it a Redis server, and TLS if rediss://?)")
+                    }
+                    continue
+                }
+                defer { freeReplyObject(reply) }
+                commands -= 1
+                if reply.pointee.type == REDIS_REPLY_ERROR {
+                    // The server's own words (WRONGPASS, NOAUTH, …): they never contain the password.
+                    let text = reply.pointee.str.map { String(cString: $0) } ?? "error"
+                    throw .authenticationFailed(text)
+                }
             }
         }
-    }
 
-    /// Appends one command (such as `SUBSCRIBE channel`), formatted by hiredis, to the output
-    /// buffer; nothing is sent until `flush()`.
-    func append(_ arguments: [String]) {
-        append(arguments.map { Array($0.utf8) })
-    }
-
-    /// Appends one command of byte-string arguments; see the other `append`.
-    func append(_ arguments: [[UInt8]]) {
-        let joined = Array(arguments.joined()) + [0]
-        joined.withUnsafeBufferPointer { buffer in
-            let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-            var pointers: [UnsafePointer<CChar>?] = []
-            var lengths: [Int] = []
-            var offset = 0
-            for argument in arguments {
-                pointers.append(base + offset)
-                lengths.append(argument.count)
-                offset += argument.count
-            }
-            var command: UnsafeMutablePointer<CChar>?
-            let length = redisFormatCommandArgv(&command, Int32(arguments.count), &pointers, &lengths)
-            guard length > 0, let command else { fatalError("SubscriptionsRedis: hiredis could not format a command") }
-            output.append(contentsOf: UnsafeRawBufferPointer(start: command, count: Int(length)))
-            redisFreeCommand(command)
+        /// Appends one command (such as `SUBSCRIBE channel`), formatted by hiredis, to the output
+        /// buffer; nothing is sent until `flush()`.
+        func append(_ arguments: [String]) {
+            append(arguments.map { Array($0.utf8) })
         }
-    }
 
-    /// Appends one `PUBLISH` for each message of `batch` to the output buffer: `counts` gives the
-    /// messages in order, as the number of consecutive posts of `batch` each carries (one: the
-    /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
-    /// `sequence(channel, posts)` numbers each message (the first post's number), and `signer`,
-    /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
-    /// no per-command formatting or allocation.
-    func appendPublishes(
-        _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
-    ) {
-        let signature = signer == nil ? 0 : _Wire.signatureLength
-        var start = batch.startIndex
-        for count in counts {
-            let channel = batch[start].channel
-            output.append(contentsOf: Self.publishPrefix)
-            _appendLength(channel.count, to: &output)
-            output.append(contentsOf: channel)
-            output.append(contentsOf: [13, 10])
-            let posts = batch[start..<(start + count)]
-            let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
-            _appendLength(length + signature, to: &output)
-            let frame = output.count
-            if count == 1 {
-                output.append(contentsOf: batch[start].message)
-            } else {
-                _Wire.appendBatch(posts, to: &output)
+        /// Appends one command of byte-string arguments; see the other `append`.
+        func append(_ arguments: [[UInt8]]) {
+            let joined = Array(arguments.joined()) + [0]
+            joined.withUnsafeBufferPointer { buffer in
+                let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+                var pointers: [UnsafePointer<CChar>?] = []
+                var lengths: [Int] = []
+                var offset = 0
+                for argument in arguments {
+                    pointers.append(base + offset)
+                    lengths.append(argument.count)
+                    offset += argument.count
+                }
+                var command: UnsafeMutablePointer<CChar>?
+                let length = redisFormatCommandArgv(&command, Int32(arguments.count), &pointers, &lengths)
+                guard length > 0, let command else {
+                    fatalError("SubscriptionsRedis: hiredis could not format a command")
+                }
+                output.append(contentsOf: UnsafeRawBufferPointer(start: command, count: Int(length)))
+                redisFreeCommand(command)
             }
-            _Wire.setSequence(sequence(channel, count), in: &output, at: frame)
-            if let signer { signer.sign(channel: channel, frameAt: frame, in: &output) }
-            output.append(contentsOf: [13, 10])
-            start += count
         }
-    }
 
-    private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
-
-    /// Appends `PUBLISH channel message` to the output buffer (the message as it is).
-    func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
-        append([Array("PUBLISH".utf8), channel, message])
-    }
-
-    /// Writes the whole output buffer. Returns `false` when the connection failed (or a write
-    /// waited longer than the time-out).
-    func flush() -> Bool {
-        defer { output.removeAll(keepingCapacity: output.capacity <= 1 << 20) }
-        var written = 0
-        return output.withUnsafeBytes { bytes in
-            while written < bytes.count {
-                let rest = UnsafeRawBufferPointer(rebasing: bytes[written...])
-                let count: Int
-                if let ssl {
-                    count = Int(SSL_write(ssl, rest.baseAddress, Int32(clamping: rest.count)))
+        /// Appends one `PUBLISH` for each message of `batch` to the output buffer: `counts` gives the
+        /// messages in order, as the number of consecutive posts of `batch` each carries (one: the
+        /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
+        /// `sequence(channel, posts)` numbers each message (the first post's number), and `signer`,
+        /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
+        /// no per-command formatting or allocation.
+        func appendPublishes(
+            _ batch: [_Outgoing], counts: [Int], signer: _Signer?,
+            sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
+        ) {
+            let signature = signer == nil ? 0 : _Wire.signatureLength
+            var start = batch.startIndex
+            for count in counts {
+                let channel = batch[start].channel
+                output.append(contentsOf: Self.publishPrefix)
+                _appendLength(channel.count, to: &output)
+                output.append(contentsOf: channel)
+                output.append(contentsOf: [13, 10])
+                let posts = batch[start..<(start + count)]
+                let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
+                _appendLength(length + signature, to: &output)
+                let frame = output.count
+                if count == 1 {
+                    output.append(contentsOf: batch[start].message)
                 } else {
-                    count = send(fd, rest.baseAddress, rest.count, _sendFlags)
-                    if count < 0 && errno == EINTR { continue }
+                    _Wire.appendBatch(posts, to: &output)
+                }
+                _Wire.setSequence(sequence(channel, count), in: &output, at: frame)
+                if let signer { signer.sign(channel: channel, frameAt: frame, in: &output) }
+                output.append(contentsOf: [13, 10])
+                start += count
+            }
+        }
+
+        private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
+
+        /// Appends `PUBLISH channel message` to the output buffer (the message as it is).
+        func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
+            append([Array("PUBLISH".utf8), channel, message])
+        }
+
+        /// Writes the whole output buffer. Returns `false` when the connection failed (or a write
+        /// waited longer than the time-out).
+        func flush() -> Bool {
+            defer { output.removeAll(keepingCapacity: output.capacity <= 1 << 20) }
+            var written = 0
+            return output.withUnsafeBytes { bytes in
+                while written < bytes.count {
+                    let rest = UnsafeRawBufferPointer(rebasing: bytes[written...])
+                    let count: Int
+                    if let ssl {
+                        count = Int(SSL_write(ssl, rest.baseAddress, Int32(clamping: rest.count)))
+                    } else {
+                        count = send(fd, rest.baseAddress, rest.count, _sendFlags)
+                        if count < 0 && errno == EINTR { continue }
+                    }
+                    if count <= 0 { return false }
+                    written += count
+                }
+                return true
+            }
+        }
+
+        /// Reads what the socket holds (and what TLS decrypted ahead) and hands each chunk to `chunk`.
+        /// `false` at end of stream or on error. Call it only after `poll` reported input, or it
+        /// blocks up to the time-out.
+        private func receive(_ chunk: (UnsafeRawBufferPointer) -> Void) -> Bool {
+            repeat {
+                let count = input.withUnsafeMutableBytes { buffer -> Int in
+                    if let ssl { return Int(SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))) }
+                    return recv(fd, buffer.baseAddress, buffer.count, 0)
+                }
+                if count < 0 && ssl == nil && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+                    return true
                 }
                 if count <= 0 { return false }
-                written += count
-            }
+                input.withUnsafeBytes { chunk(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            } while ssl.map { SSL_pending($0) > 0 } ?? false
             return true
         }
-    }
 
-    /// Reads what the socket holds (and what TLS decrypted ahead) and hands each chunk to `chunk`.
-    /// `false` at end of stream or on error. Call it only after `poll` reported input, or it
-    /// blocks up to the time-out.
-    private func receive(_ chunk: (UnsafeRawBufferPointer) -> Void) -> Bool {
-        repeat {
-            let count = input.withUnsafeMutableBytes { buffer -> Int in
-                if let ssl { return Int(SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))) }
-                return recv(fd, buffer.baseAddress, buffer.count, 0)
+        /// Reads what the socket holds into hiredis's reader; see `receive`.
+        func readAvailable() -> Bool {
+            receive { bytes in
+                _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
             }
-            if count < 0 && ssl == nil && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { return true }
-            if count <= 0 { return false }
-            input.withUnsafeBytes { chunk(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-        } while ssl.map { SSL_pending($0) > 0 } ?? false
-        return true
-    }
-
-    /// Reads what the socket holds into hiredis's reader; see `receive`.
-    func readAvailable() -> Bool {
-        receive { bytes in
-            _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
         }
-    }
 
-    /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
-    /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it
-    /// completes, in order, with `true` for a number or status and `false` for an error, without
-    /// hiredis's reader (no reply object per command). `false` at end of stream or on error. Call
-    /// it only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
-    func readPublishReplies(_ reply: (_ acknowledged: Bool) -> Void) -> Bool {
-        receive { bytes in
-            for byte in bytes {
-                if atLineStart {
-                    lineIsError = byte == UInt8(ascii: "-")
-                    atLineStart = false
-                }
-                if byte == 10 {
-                    reply(!lineIsError)
-                    atLineStart = true
+        /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
+        /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it
+        /// completes, in order, with `true` for a number or status and `false` for an error, without
+        /// hiredis's reader (no reply object per command). `false` at end of stream or on error. Call
+        /// it only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
+        func readPublishReplies(_ reply: (_ acknowledged: Bool) -> Void) -> Bool {
+            receive { bytes in
+                for byte in bytes {
+                    if atLineStart {
+                        lineIsError = byte == UInt8(ascii: "-")
+                        atLineStart = false
+                    }
+                    if byte == 10 {
+                        reply(!lineIsError)
+                        atLineStart = true
+                    }
                 }
             }
         }
+
+        private var atLineStart = true
+        private var lineIsError = false
+
+        /// The next complete reply already read, or `nil`; `false` in `ok` on a protocol error.
+        /// The caller frees the reply with `freeReplyObject`.
+        func nextReply() -> (reply: UnsafeMutablePointer<redisReply>?, ok: Bool) {
+            var raw: UnsafeMutableRawPointer?
+            if redisReaderGetReply(reader, &raw) != REDIS_OK { return (nil, false) }
+            return (raw?.assumingMemoryBound(to: redisReply.self), true)
+        }
     }
 
-    private var atLineStart = true
-    private var lineIsError = false
-
-    /// The next complete reply already read, or `nil`; `false` in `ok` on a protocol error.
-    /// The caller frees the reply with `freeReplyObject`.
-    func nextReply() -> (reply: UnsafeMutablePointer<redisReply>?, ok: Bool) {
-        var raw: UnsafeMutableRawPointer?
-        if redisReaderGetReply(reader, &raw) != REDIS_OK { return (nil, false) }
-        return (raw?.assumingMemoryBound(to: redisReply.self), true)
+    /// Appends `$<count>\r\n` (a RESP bulk string's length line).
+    private func _appendLength(_ count: Int, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "$"))
+        var digits:
+            (
+                UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                UInt8, UInt8, UInt8, UInt8, UInt8
+            ) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var value = count
+        var used = 0
+        withUnsafeMutableBytes(of: &digits) { digits in
+            repeat {
+                digits[19 - used] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+                used += 1
+            } while value > 0
+            bytes.append(contentsOf: digits[(20 - used)...])
+        }
+        bytes.append(13)
+        bytes.append(10)
     }
-}
-
-/// Appends `$<count>\r\n` (a RESP bulk string's length line).
-private func _appendLength(_ count: Int, to bytes: inout [UInt8]) {
-    bytes.append(UInt8(ascii: "$"))
-    var digits:
-        (
-            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-            UInt8, UInt8, UInt8, UInt8, UInt8
-        ) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    var value = count
-    var used = 0
-    withUnsafeMutableBytes(of: &digits) { digits in
-        repeat {
-            digits[19 - used] = UInt8(ascii: "0") + UInt8(value % 10)
-            value /= 10
-            used += 1
-        } while value > 0
-        bytes.append(contentsOf: digits[(20 - used)...])
-    }
-    bytes.append(13)
-    bytes.append(10)
-}
+#endif

@@ -43,6 +43,8 @@ struct FaultTests {
         #expect(pair.relayA.droppedPosts == 20)
         #expect(pair.relayA.publishedPosts == 100)
         #expect(pair.relayB.rejectedMessages == 0)
+        // The posts A dropped were never sent (never numbered): nothing is missing at B.
+        #expect(pair.relayB.missedPosts == 0)
         withExtendedLifetime((tokens, local)) {}
     }
 
@@ -76,6 +78,44 @@ struct FaultTests {
         let unanswered = atB.values.filter { $0 < 5 }
         #expect(Set(unanswered).count == unanswered.count, "\(atB.values)")
         withExtendedLifetime((tokens, local)) {}
+    }
+
+    @Test func aFrozenServerKeepsOrderAndExactCountsWith64KiBPosts() throws {
+        let server = try RedisServer()
+        var options = fastOptions
+        options.connectTimeout = .milliseconds(300)
+        options.pingInterval = .milliseconds(150)
+        let prefix = uniquePrefix()
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: options)
+        let relayB = try RedisRelay(
+            center: b, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: options)
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+
+        let text = String(repeating: "z", count: 64 * 1024)
+        for seq in 0..<50 { a.post(.chat, Message(seq: seq, text: text)) }
+        server.freeze(true)
+        for seq in 50..<150 { a.post(.chat, Message(seq: seq, text: text)) }
+        Thread.sleep(forTimeInterval: 1)  // long enough for both relays to give their connections up
+        server.freeze(false)
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+        for seq in 150..<200 { a.post(.chat, Message(seq: seq, text: text)) }
+
+        #expect(eventually { received.values.last == 199 })
+        #expect(eventually { relayA.publishedPosts + relayA.droppedPosts == 200 })
+        let values = received.values
+        #expect(values == values.sorted() && Set(values).count == values.count, "\(values)")
+        #expect(Array(values.suffix(50)) == Array(150..<200))
+        // Every post A sent either reached B or is counted missed there; what A dropped before
+        // sending is counted by A alone.
+        #expect(relayA.droppedPosts > 0)
+        #expect(values.count + relayB.missedPosts <= 200)
+        #expect(values.count + relayB.missedPosts + relayA.droppedPosts >= 200)
+        withExtendedLifetime(tokens) {}
     }
 
     @Test func malformedAndForeignMessagesAreCountedAndSkipped() throws {
