@@ -228,6 +228,8 @@
             publisher.name = "SubscriptionsRedis publisher"
             subscriber.name = "SubscriptionsRedis subscriber"
             self.threads = [publisher, subscriber]
+            // The stream ends once both threads did, however the relay stopped.
+            running.notify(queue: .global()) { core.events.finish() }
             publisher.start()
             subscriber.start()
         }
