@@ -175,7 +175,7 @@
         var delay = core.options.reconnectDelay.lowerBound
         while connection != nil || !core.stopping.load(ordering: .acquiring) {
             guard let live = connection ?? core.connect() else {
-                _sleep(wake, delay * Double.random(in: 0.5...1))
+                _sleep(wake, _jittered(delay))
                 delay = min(delay * 2, core.options.reconnectDelay.upperBound)
                 continue
             }
@@ -187,6 +187,10 @@
             core.events.set(side, up: false, reason: reason, announce: !core.stopping.load(ordering: .acquiring))
         }
     }
+
+    /// A random wait between half of `delay` and all of it, so that many relays that lost their
+    /// server at once do not all retry in step.
+    func _jittered(_ delay: Duration) -> Duration { delay * Double.random(in: 0.5...1) }
 
     /// Waits `delay`, or less when `wake` is written (the relay stops).
     func _sleep(_ wake: _WakePipe, _ delay: Duration) {

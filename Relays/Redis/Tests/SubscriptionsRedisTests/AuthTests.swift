@@ -45,10 +45,16 @@ struct AuthTests {
     @Test func aPasswordAndAnACLUserAuthenticateAndAWrongPasswordThrowsTheServersText() throws {
         let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
         let base = "127.0.0.1:\(server.port)"
-        try redisCommand("redis://:hunter2@\(base)", ["ACL", "SETUSER", "app", "on", ">app pass", "~*", "&*", "+@all"])
+        // The ACL user of the README: its relay's channels and the four commands a relay sends.
+        let prefix = uniquePrefix()
+        try redisCommand(
+            "redis://:hunter2@\(base)",
+            [
+                "ACL", "SETUSER", "app", "on", ">app pass", "resetchannels", "&\(prefix)*", "+publish", "+subscribe",
+                "+unsubscribe", "+ping",
+            ])
 
         // The default user with the password, and the ACL user (its password %-encoded).
-        let prefix = uniquePrefix()
         let a = PostCenter()
         let b = PostCenter()
         let relayA = try RedisRelay(center: a, url: "redis://:hunter2@\(base)", channelPrefix: prefix)
@@ -172,5 +178,29 @@ struct AuthTests {
         #expect(await events.next() == .connected)
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
         withExtendedLifetime((token, server)) {}
+    }
+
+    @Test func reconnectionWaitsAreJitteredBetweenHalfTheDelayAndAllOfIt() {
+        let waits = (0..<1000).map { _ in _jittered(.milliseconds(100)) }
+        #expect(waits.allSatisfy { $0 >= .milliseconds(50) && $0 <= .milliseconds(100) })
+        #expect(Set(waits).count > 500)  // not one fixed wait
+        #expect(waits.contains { $0 < .milliseconds(60) } && waits.contains { $0 > .milliseconds(90) })
+    }
+
+    @Test func theEventStreamKeepsTheNewest1024EventsWhenNobodyReads() async throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let relay = try RedisRelay(center: PostCenter(), host: "127.0.0.1", port: port, channelPrefix: prefix)
+        let token = relay.relay(.chat)
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        try publishRaw(port: port, channel: prefix + "chat", Array(repeating: Array("junk".utf8), count: 1100))
+        #expect(eventually { relay.rejectedMessages == 1100 })
+        var events = EventReader(relay)
+        // `.connected` and the first 76 rejections were let go; 1024 rejections remain.
+        guard case .rejected = await events.next() else {
+            Issue.record("the oldest event was kept")
+            return
+        }
+        withExtendedLifetime(token) {}
     }
 }
