@@ -11,12 +11,14 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 // `swift build --traits Redis` here. Without it the SubscriptionsRedis module is empty and nothing
 // needs to be installed. No pkg-config on Linux: Debian's hiredis.pc adds -D_FILE_OFFSET_BITS=64,
 // which SwiftPM refuses with a warning on every build, and the headers and libraries are on the
-// default paths; Homebrew's are not, so macOS asks pkg-config.
-#if os(macOS)
-    let hiredisPkgConfig: String? = "hiredis"
-#else
-    let hiredisPkgConfig: String? = nil
-#endif
+// default paths; Homebrew's are not (openssl@3 is keg-only), so macOS asks pkg-config.
+func pkgConfig(_ name: String) -> String? {
+    #if os(macOS)
+        return name
+    #else
+        return nil
+    #endif
+}
 
 let package = Package(
     name: "Subscriptions",
@@ -38,11 +40,17 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(
-            name: "CHiredis", path: "Relays/Redis/Sources/CHiredis", pkgConfig: hiredisPkgConfig,
-            providers: [.apt(["libhiredis-dev", "libssl-dev"]), .brew(["hiredis", "openssl@3"])]),
+            name: "CHiredis", path: "Relays/Redis/Sources/CHiredis", pkgConfig: pkgConfig("hiredis"),
+            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
+        .systemLibrary(
+            name: "COpenSSL", path: "Relays/Redis/Sources/COpenSSL", pkgConfig: pkgConfig("openssl"),
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .target(
             name: "SubscriptionsRedis",
-            dependencies: ["Subscriptions", .target(name: "CHiredis", condition: .when(traits: ["Redis"]))],
+            dependencies: [
+                "Subscriptions", .target(name: "CHiredis", condition: .when(traits: ["Redis"])),
+                .target(name: "COpenSSL", condition: .when(traits: ["Redis"])),
+            ],
             path: "Relays/Redis/Sources/SubscriptionsRedis", swiftSettings: strict),
         .target(name: "_SubscriptionsShims"),
         .target(

@@ -1,22 +1,4 @@
 // hiredis, the C client of Redis (Debian's libhiredis-dev, Homebrew's hiredis), for its reply
-// reader and command formatting; OpenSSL (libssl-dev, Homebrew's openssl@3) for TLS sockets and
-// HMAC-SHA256. Included by their directories so that the default include path finds them.
+// reader and command formatting. Included by its directory so that the default include path
+// finds it on both.
 #include <hiredis/hiredis.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-
-// OpenSSL macros Swift cannot call.
-static inline long _relay_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
-    return SSL_set_tlsext_host_name(ssl, (char *)name);
-}
-
-static inline void _relay_SSL_CTX_set_auto_retry(SSL_CTX *context) {
-    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
-}
-
-static inline void _relay_SSL_CTX_set_min_tls12(SSL_CTX *context) {
-    SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
-}

@@ -1,6 +1,6 @@
 // Built only with the package trait "Redis" (see the root Package.swift).
 #if Redis
-    import CHiredis
+    import COpenSSL
 
     /// Signs and checks messages with HMAC-SHA256 (RFC 2104 over OpenSSL's SHA-256), keyed by
     /// `RedisRelay.Options.signingKey`; see `_Wire` for what is signed.

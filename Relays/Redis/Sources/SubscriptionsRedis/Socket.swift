@@ -1,6 +1,6 @@
 // Built only with the package trait "Redis" (see the root Package.swift).
 #if Redis
-    import CHiredis
+    import COpenSSL
 
     #if canImport(Glibc)
         import Glibc
