@@ -6,6 +6,20 @@ let platforms: [SupportedPlatform] = [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .wa
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+// The Redis relay (Relays/Redis/README.md) links hiredis and OpenSSL, so it is built only with the
+// package trait "Redis": `.package(url: …, from: …, traits: ["Redis"])` in a consumer's manifest,
+// `swift build --traits Redis` here. Without it the SubscriptionsRedis module is empty and nothing
+// needs to be installed. No pkg-config on Linux: Debian's hiredis.pc adds -D_FILE_OFFSET_BITS=64,
+// which SwiftPM refuses with a warning on every build, and the headers and libraries are on the
+// default paths; Homebrew's are not (openssl@3 is keg-only), so macOS asks pkg-config.
+func pkgConfig(_ name: String) -> String? {
+    #if os(macOS)
+        return name
+    #else
+        return nil
+    #endif
+}
+
 let package = Package(
     name: "Subscriptions",
     platforms: platforms,
@@ -15,8 +29,29 @@ let package = Package(
         .library(name: "SubscriptionsFoundation", targets: ["SubscriptionsFoundation"]),
         // For users' test targets: records posts and waits for them.
         .library(name: "SubscriptionsTestKit", targets: ["SubscriptionsTestKit"]),
+        // Relays posts between processes through Redis; empty unless the trait "Redis" is enabled.
+        .library(name: "SubscriptionsRedis", targets: ["SubscriptionsRedis"]),
+    ],
+    traits: [
+        .trait(
+            name: "Redis",
+            description: "Builds SubscriptionsRedis, the Redis relay: needs libhiredis-dev and libssl-dev (Debian) "
+                + "or hiredis and openssl@3 (Homebrew)")
     ],
     targets: [
+        .systemLibrary(
+            name: "CHiredis", path: "Relays/Redis/Sources/CHiredis", pkgConfig: pkgConfig("hiredis"),
+            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
+        .systemLibrary(
+            name: "COpenSSL", path: "Relays/Redis/Sources/COpenSSL", pkgConfig: pkgConfig("openssl"),
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .target(
+            name: "SubscriptionsRedis",
+            dependencies: [
+                "Subscriptions", .target(name: "CHiredis", condition: .when(traits: ["Redis"])),
+                .target(name: "COpenSSL", condition: .when(traits: ["Redis"])),
+            ],
+            path: "Relays/Redis/Sources/SubscriptionsRedis", swiftSettings: strict),
         .target(name: "_SubscriptionsShims"),
         .target(
             name: "Subscriptions", dependencies: ["_SubscriptionsShims"], exclude: ["Engine/DESIGN.md"],

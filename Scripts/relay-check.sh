@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the Redis relay (Relays/Redis) against a real server: installs redis-server, redis-tools
-# and libhiredis-dev when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
+# Checks the Redis relay (Relays/Redis) against a real server: installs redis-server, redis-tools,
+# libhiredis-dev, libssl-dev and openssl when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
 # 127.0.0.1 port (no persistence, not daemonized, killed on exit), then lints the package, builds it
 # with warnings as errors, runs its tests and its benchmark in quick mode beside redis-benchmark.
 # About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling).
@@ -13,12 +13,14 @@ root=$PWD
 start=$SECONDS
 step() { echo; echo "== $* ($((SECONDS - start)) s)"; }
 
-step "dependencies: redis-server, redis-tools, libhiredis-dev"
+step "dependencies: redis-server, redis-tools, libhiredis-dev, libssl-dev, openssl"
 missing=()
 command -v redis-server > /dev/null || missing+=(redis-server)
 command -v redis-cli > /dev/null && command -v redis-benchmark > /dev/null || missing+=(redis-tools)
 command -v pkg-config > /dev/null || missing+=(pkg-config)
 if ! pkg-config --exists hiredis 2> /dev/null; then missing+=(libhiredis-dev); fi
+if ! pkg-config --exists openssl 2> /dev/null; then missing+=(libssl-dev); fi
+command -v openssl > /dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo=""
@@ -67,14 +69,18 @@ step "build: the relay package and its tests, warnings as errors"
 swift build --build-tests -Xswiftc -warnings-as-errors
 
 step "every public symbol of SubscriptionsRedis has a doc comment"
-graphs="$root/Relays/Redis/.build/symbol-graphs/graphs"
-# The whole scratch path, not only the graphs: an up-to-date build emits no graphs, so a rerun
-# with no source change would otherwise check an empty directory and fail.
-rm -rf "$root/Relays/Redis/.build/symbol-graphs"
+# The library is a target of the root package (trait "Redis"): its symbol graph is built there, in
+# a scratch path of its own. The whole scratch path is rebuilt, not only the graphs: an up-to-date
+# build emits no graphs, so a rerun with no source change would otherwise check an empty directory.
+scratch="$root/.build/relay-symbol-graphs"
+graphs="$scratch/graphs"
+rm -rf "$scratch"
 mkdir -p "$graphs"
-swift build --scratch-path .build/symbol-graphs --target SubscriptionsRedis -Xswiftc -emit-symbol-graph \
-    -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public
+(cd "$root" && swift build --traits Redis --scratch-path "$scratch" --target SubscriptionsRedis \
+    -Xswiftc -warnings-as-errors -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" \
+    -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public)
 python3 "$root/Scripts/check-doc-comments.py" "$graphs" SubscriptionsRedis
+rm -rf "$scratch"
 
 step "swift test (RELAY_REDIS_PORT=$port)"
 RELAY_REDIS_PORT=$port swift test --skip-build
@@ -82,10 +88,55 @@ RELAY_REDIS_PORT=$port swift test --skip-build
 step "example runs"
 RELAY_REDIS_PORT=$port swift run --skip-build RelayChat > /dev/null
 
+step "a consumer package gets Subscriptions and SubscriptionsRedis from a checkout not named Subscriptions"
+# One dependency line with the trait "Redis": no "multiple similar targets" clash, whatever the
+# checkout's folder is called (here "my-fork", a link to this repository).
+consumer=$(mktemp -d)
+ln -s "$root" "$consumer/my-fork"
+mkdir -p "$consumer/app/Sources/App"
+cat > "$consumer/app/Package.swift" << 'MANIFEST'
+// swift-tools-version:6.2
+import PackageDescription
+
+let package = Package(
+    name: "App",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(path: "../my-fork", traits: ["Redis"])],
+    targets: [
+        .executableTarget(
+            name: "App",
+            dependencies: [
+                .product(name: "Subscriptions", package: "my-fork"),
+                .product(name: "SubscriptionsRedis", package: "my-fork"),
+            ])
+    ]
+)
+MANIFEST
+cat > "$consumer/app/Sources/App/main.swift" << 'PROGRAM'
+import Foundation
+import Subscriptions
+import SubscriptionsRedis
+
+let port = ProcessInfo.processInfo.environment["RELAY_REDIS_PORT"] ?? "6379"
+let relay = try RedisRelay(center: PostCenter(), url: "redis://127.0.0.1:\(port)")
+print("consumer ready: \(relay.waitUntilReady(timeout: .seconds(10)))")
+PROGRAM
+consumer_log=$(mktemp)
+swift build --package-path "$consumer/app" 2>&1 | tee "$consumer_log"
+if grep -Eq "multiple similar targets|warning:" "$consumer_log"; then
+    echo "the consumer build clashed or warned" >&2
+    exit 1
+fi
+RELAY_REDIS_PORT=$port "$(swift build --package-path "$consumer/app" --show-bin-path)/App" | tee "$consumer_log"
+grep -q "consumer ready: true" "$consumer_log"
+rm -rf "$consumer" "$consumer_log"
+
 if [ "${1:-}" != "--no-bench" ]; then
     step "RelayBenchmarks, release, quick, beside redis-benchmark on the same server"
     swift build -c release --product RelayBenchmarks -Xswiftc -warnings-as-errors
     "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick
+    step "RelayBenchmarks with signing (Options.signingKey), quick"
+    "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick --sign
 fi
 
 step "relay check passed"

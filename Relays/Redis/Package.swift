@@ -1,37 +1,31 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// The Redis relay for Subscriptions: a package of its own so that the core library keeps zero
-// dependencies. It depends on the repository's root package by path, through the symbolic link
+// The development package of the Redis relay: its tests, the `RelayPeer` test helper, the
+// benchmark and the example. The relay itself (the SubscriptionsRedis library, and CHiredis, the
+// module of hiredis and OpenSSL) is a product of the repository's root package, built there with
+// the package trait "Redis", so that users need one dependency line for the core and the relay.
+// This package depends on the root by path, through the symbolic link
 // `Dependencies/Subscriptions` -> `../../..`: a path dependency's identity is its folder's name,
-// and the link gives it the same one ("subscriptions") whatever the checkout is called (a
-// checkout named "redis" would otherwise clash with this package's own identity).
+// and the link gives it the same one ("subscriptions") whatever the checkout is called.
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+let relay: [Target.Dependency] = [
+    .product(name: "SubscriptionsRedis", package: "Subscriptions"),
+    .product(name: "Subscriptions", package: "Subscriptions"),
+]
 
 let package = Package(
-    name: "SubscriptionsRedis",
+    name: "SubscriptionsRedisDevelopment",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
-    products: [
-        .library(name: "SubscriptionsRedis", targets: ["SubscriptionsRedis"])
-    ],
     dependencies: [
-        .package(path: "Dependencies/Subscriptions")
+        .package(path: "Dependencies/Subscriptions", traits: ["Redis"])
     ],
     targets: [
-        .systemLibrary(
-            name: "CHiredis", pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]),
-        .target(
-            name: "SubscriptionsRedis",
-            dependencies: ["CHiredis", .product(name: "Subscriptions", package: "Subscriptions")],
-            swiftSettings: strict),
-        .executableTarget(name: "RelayPeer", dependencies: ["SubscriptionsRedis"], swiftSettings: strict),
-        .executableTarget(name: "RelayBenchmarks", dependencies: ["SubscriptionsRedis"], swiftSettings: strict),
+        .executableTarget(name: "RelayPeer", dependencies: relay, swiftSettings: strict),
+        .executableTarget(name: "RelayBenchmarks", dependencies: relay, swiftSettings: strict),
         .executableTarget(
-            name: "RelayChat", dependencies: ["SubscriptionsRedis"], path: "Examples/RelayChat",
-            swiftSettings: strict),
+            name: "RelayChat", dependencies: relay, path: "Examples/RelayChat", swiftSettings: strict),
         .testTarget(
-            name: "SubscriptionsRedisTests", dependencies: ["SubscriptionsRedis", "RelayPeer"],
-            swiftSettings: strict),
+            name: "SubscriptionsRedisTests", dependencies: relay + ["RelayPeer"], swiftSettings: strict),
     ]
 )

@@ -1,236 +1,287 @@
-import Subscriptions
-import Synchronization
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    import Subscriptions
+    import Synchronization
 
-/// The state shared by a ``RedisRelay``, its two threads and the leases its tokens hold.
-///
-/// `Sendable` through its members: counters are atomics, everything mutable sits in a `Mutex`.
-/// The hiredis connections are not here: each belongs to its thread (see `Publisher.swift` and
-/// `Subscriber.swift`).
-final class _RelayCore: Sendable {
-    let host: String
-    let port: Int
-    let prefix: String
-    let options: RedisRelay.Options
-    /// The header of every message this relay publishes (magic and origin id); see `_Wire`.
-    let header: [UInt8]
+    /// The state shared by a ``RedisRelay``, its two threads and the leases its tokens hold.
+    ///
+    /// `Sendable` through its members: counters are atomics, everything mutable sits in a `Mutex`.
+    /// The hiredis connections are not here: each belongs to its thread (see `Publisher.swift` and
+    /// `Subscriber.swift`).
+    final class _RelayCore: Sendable {
+        let endpoint: _Endpoint
+        let tls: _TLSContext?
+        let signer: _Signer?
+        let prefix: String
+        let options: RedisRelay.Options
+        /// The header of every message this relay publishes (magic, origin id and a zero sequence
+        /// number); see `_Wire`.
+        let header: [UInt8]
+        let events = _Events()
 
-    let dropped = Atomic<Int>(0)
-    let rejected = Atomic<Int>(0)
-    let published = Atomic<Int>(0)
-    let stopping = Atomic<Bool>(false)
-    let publisherConnected = Atomic<Bool>(false)
+        let dropped = Atomic<Int>(0)
+        let rejected = Atomic<Int>(0)
+        let published = Atomic<Int>(0)
+        let missed = Atomic<Int>(0)
+        let stopping = Atomic<Bool>(false)
+        let publisherConnected = Atomic<Bool>(false)
 
-    /// Posts waiting for the publisher thread.
-    let outbox: Mutex<_Outbox>
-    /// The relayed channels, and what the subscriber connection confirmed.
-    let channels = Mutex(_Channels())
-    let publisherWake = _WakePipe()
-    let subscriberWake = _WakePipe()
+        /// Posts waiting for the publisher thread.
+        let outbox: Mutex<_Outbox>
+        /// The relayed channels, and what the subscriber connection confirmed.
+        let channels = Mutex(_Channels())
+        let publisherWake = _WakePipe()
+        let subscriberWake = _WakePipe()
 
-    init(host: String, port: Int, prefix: String, options: RedisRelay.Options, origin: UInt64) {
-        self.host = host
-        self.port = port
-        self.prefix = prefix
-        self.options = options
-        self.header = _Wire.header(origin: origin)
-        self.outbox = Mutex(_Outbox(connected: true))
-    }
-
-    deinit {
-        publisherWake.close()
-        subscriberWake.close()
-    }
-
-    // MARK: Outbound
-
-    /// Queues one message for the publisher thread, or counts it dropped when the publisher is
-    /// disconnected or the queue is full. Never blocks beyond a short lock; never throws.
-    func enqueue(channel: [UInt8], kind: UInt8, body: some Collection<UInt8>) {
-        enqueue(channel: channel, message: _Wire.message(header: header, kind: kind, body: body))
-    }
-
-    /// Queues one whole message (header, kind, body) for the publisher thread; see the other
-    /// `enqueue`.
-    func enqueue(channel: [UInt8], message: [UInt8]) {
-        let limit = options.maxQueuedPosts
-        let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
-            guard outbox.connected, outbox.count < limit else { return (false, false) }
-            outbox.items.append(_Outgoing(channel: channel, message: message))
-            let wake = outbox.writerWaiting
-            outbox.writerWaiting = false
-            return (true, wake)
+        init(
+            endpoint: _Endpoint, tls: _TLSContext?, prefix: String, options: RedisRelay.Options, origin: UInt64,
+            connected: Bool
+        ) {
+            self.endpoint = endpoint
+            self.tls = tls
+            self.signer = options.signingKey.map(_Signer.init(key:))
+            self.prefix = prefix
+            self.options = options
+            self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
+            self.outbox = Mutex(_Outbox(connected: connected))
         }
-        if !outcome.queued { dropped.add(1, ordering: .relaxed) }
-        if outcome.wake { publisherWake.wake() }
-    }
 
-    // MARK: Inbound
-
-    /// Records `inbound` for `name`'s channel and asks the subscriber thread to subscribe.
-    func bind(_ name: String, _ inbound: _Inbound, owner: RedisRelay) -> _Lease {
-        let channel = prefix + name
-        let taken = channels.withLock { channels -> Bool in
-            if channels.bindings[channel] != nil { return true }
-            channels.bindings[channel] = inbound
-            channels.generation += 1
-            return false
+        /// A new connection to the relay's server, or `nil`; an authentication or TLS failure is
+        /// reported as an event.
+        func connect() -> _Connection? {
+            do {
+                return try _Connection.open(endpoint, tls: tls, timeout: options.connectTimeout)
+            } catch .authenticationFailed(let text) {
+                events.emit(.authenticationFailed(text))
+            } catch .tlsFailed(let text) {
+                events.emit(.disconnected(reason: text))
+            } catch {}
+            return nil
         }
-        if taken {
-            fatalError(
-                "RedisRelay.relay(\"\(name)\"): this relay already relays \"\(name)\"; keep the first token "
-                    + "(relaying a name twice would publish every post twice)")
-        }
-        subscriberWake.wake()
-        return _Lease(core: self, channel: channel, inbound: inbound, owner: owner)
-    }
 
-    /// Forgets `inbound` (if it is still the binding of `channel`) and asks the subscriber thread
-    /// to unsubscribe. The binding is released after unlocking.
-    func unbind(_ channel: String, _ inbound: _Inbound) {
-        let removed = channels.withLock { channels -> _Inbound? in
-            guard channels.bindings[channel] === inbound else { return nil }
-            channels.generation += 1
-            return channels.bindings.removeValue(forKey: channel)
-        }
-        if removed != nil { subscriberWake.wake() }
-    }
+        /// The largest message this relay sends or accepts, signature included.
+        var maximumMessageBytes: Int { options.maximumMessageBytes }
 
-    /// Whether the publisher is connected and every relayed channel's subscription is confirmed.
-    var isReady: Bool {
-        publisherConnected.load(ordering: .acquiring)
-            && channels.withLock { channels in
-                channels.connected && channels.bindings.keys.allSatisfy { channels.confirmed.contains($0) }
+        deinit {
+            publisherWake.close()
+            subscriberWake.close()
+        }
+
+        // MARK: Outbound
+
+        /// Queues one message for the publisher thread, or counts it dropped when the publisher is
+        /// disconnected or the queue is full. Never blocks beyond a short lock; never throws.
+        func enqueue(channel: [UInt8], kind: UInt8, body: some Collection<UInt8>) {
+            enqueue(channel: channel, message: _Wire.message(header: header, kind: kind, body: body))
+        }
+
+        /// Queues one whole message (header, kind, body) for the publisher thread; see the other
+        /// `enqueue`.
+        func enqueue(channel: [UInt8], message: [UInt8]) {
+            let limit = options.maxQueuedPosts
+            let byteLimit = options.maxQueuedBytes
+            guard message.count + (signer == nil ? 0 : _Wire.signatureLength) <= options.maximumMessageBytes else {
+                dropped.add(1, ordering: .relaxed)
+                return
             }
-    }
-}
-
-/// A post on its way to Redis: `message` is a whole single-post message (header, kind, body; see
-/// `_Wire`), which the publisher may coalesce with its neighbours into a batch message.
-struct _Outgoing: Sendable {
-    let channel: [UInt8]
-    let message: [UInt8]
-}
-
-/// The publisher's queue: a FIFO array with a head index, compacted when drained.
-struct _Outbox: Sendable {
-    var items: [_Outgoing] = []
-    var head = 0
-    /// Whether posts are accepted: `false` while the publisher is reconnecting.
-    var connected: Bool
-    /// Set by the publisher thread before it sleeps in `poll` with nothing to send; the next
-    /// poster clears it and wakes the thread.
-    var writerWaiting = false
-
-    init(connected: Bool) { self.connected = connected }
-
-    var count: Int { items.count - head }
-
-    /// Moves posts, oldest first, into `batch`, grouped into at most `limit` messages: each run of
-    /// consecutive posts of one channel and kind (at most `_Wire.batchMaxPosts` posts, and no more
-    /// once their bodies reach `_Wire.batchMaxBytes` bytes) is one message, whose post count is
-    /// appended to `messages`. Only what is queued now is taken: a post never waits for company.
-    mutating func take(messages limit: Int, into batch: inout [_Outgoing], counts messages: inout [Int]) {
-        var index = head
-        var taken = 0
-        while taken < limit && index < items.count {
-            let first = items[index]
-            let kind = first.message[_Wire.headerLength - 1]
-            var bytes = first.message.count - _Wire.headerLength
-            var end = index + 1
-            while end < items.count && end - index < _Wire.batchMaxPosts {
-                let next = items[end]
-                bytes += next.message.count - _Wire.headerLength
-                guard bytes <= _Wire.batchMaxBytes, next.channel == first.channel,
-                    next.message[_Wire.headerLength - 1] == kind
-                else { break }
-                end += 1
+            let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
+                guard outbox.connected, outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
+                    return (false, false)
+                }
+                outbox.bytes += message.count
+                outbox.items.append(_Outgoing(channel: channel, message: message))
+                let wake = outbox.writerWaiting
+                outbox.writerWaiting = false
+                return (true, wake)
             }
-            messages.append(end - index)
-            taken += 1
-            index = end
+            if !outcome.queued { dropped.add(1, ordering: .relaxed) }
+            if outcome.wake { publisherWake.wake() }
         }
-        batch.append(contentsOf: items[head..<index])
-        head = index
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 4096 && head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
+
+        // MARK: Inbound
+
+        /// Records `inbound` for `name`'s channel and asks the subscriber thread to subscribe.
+        func bind(_ name: String, _ inbound: _Inbound, owner: RedisRelay) -> _Lease {
+            let channel = prefix + name
+            let taken = channels.withLock { channels -> Bool in
+                if channels.bindings[channel] != nil { return true }
+                channels.bindings[channel] = inbound
+                channels.generation += 1
+                return false
+            }
+            if taken {
+                fatalError(
+                    "RedisRelay.relay(\"\(name)\"): this relay already relays \"\(name)\"; keep the first token "
+                        + "(relaying a name twice would publish every post twice)")
+            }
+            subscriberWake.wake()
+            return _Lease(core: self, channel: channel, inbound: inbound, owner: owner)
+        }
+
+        /// Forgets `inbound` (if it is still the binding of `channel`) and asks the subscriber thread
+        /// to unsubscribe. The binding is released after unlocking.
+        func unbind(_ channel: String, _ inbound: _Inbound) {
+            let removed = channels.withLock { channels -> _Inbound? in
+                guard channels.bindings[channel] === inbound else { return nil }
+                channels.generation += 1
+                return channels.bindings.removeValue(forKey: channel)
+            }
+            if removed != nil { subscriberWake.wake() }
+        }
+
+        /// Whether the publisher is connected and every relayed channel's subscription is confirmed.
+        var isReady: Bool {
+            publisherConnected.load(ordering: .acquiring)
+                && channels.withLock { channels in
+                    channels.connected && channels.bindings.keys.allSatisfy { channels.confirmed.contains($0) }
+                }
         }
     }
 
-    /// Empties the queue, returning how many posts it held.
-    mutating func clear() -> Int {
-        let dropped = count
-        items.removeAll()
-        head = 0
-        return dropped
-    }
-}
-
-/// The relayed channels (full names, prefix included) and the subscriber connection's state.
-struct _Channels: Sendable {
-    var bindings: [String: _Inbound] = [:]
-    /// Changes whenever `bindings` does: the subscriber thread's cached lookup is valid while it
-    /// holds the generation it was made in.
-    var generation = 0
-    var connected = false
-    /// Channels whose `SUBSCRIBE` the current connection confirmed.
-    var confirmed: Set<String> = []
-}
-
-/// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`,
-/// called on the subscriber thread only.
-final class _Inbound: Sendable {
-    /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
-    let kind: UInt8
-    /// Decodes the body and posts it; `false` when the body is malformed.
-    let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
-    /// Decodes every body of a batch, then, only when all of them decode, posts them in order;
-    /// `false` (and nothing posted) when one is malformed.
-    let deliverBatch: @Sendable (_Wire.Batch) -> Bool
-
-    init(
-        kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
-        deliverBatch: @escaping @Sendable (_Wire.Batch) -> Bool
-    ) {
-        self.kind = kind
-        self.deliver = deliver
-        self.deliverBatch = deliverBatch
+    /// A post on its way to Redis: `message` is a whole single-post message (header, kind, body; see
+    /// `_Wire`), which the publisher may coalesce with its neighbours into a batch message.
+    struct _Outgoing: Sendable {
+        let channel: [UInt8]
+        let message: [UInt8]
     }
 
-    /// This binding's identity, set as the thread marker while it posts on the center.
-    var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
-}
+    /// The publisher's queue: a FIFO array with a head index, compacted when drained.
+    struct _Outbox: Sendable {
+        var items: [_Outgoing] = []
+        var head = 0
+        /// The bytes of the messages queued.
+        var bytes = 0
+        /// Whether posts are accepted: `false` while the publisher is reconnecting.
+        var connected: Bool
+        /// Set by the publisher thread before it sleeps in `poll` with nothing to send; the next
+        /// poster clears it and wakes the thread.
+        var writerWaiting = false
 
-/// What the relay's local handler for a name holds: when the center releases the handler (the
-/// token was cancelled or dropped), the lease deinitialises and unbinds the channel, which stops
-/// the inbound direction too. It also keeps the relay (and so its threads) alive while the token
-/// lives.
-final class _Lease: Sendable {
-    let core: _RelayCore
-    let channel: String
-    let channelBytes: [UInt8]
-    let inbound: _Inbound
-    /// The relay, kept alive while this token lives.
-    let owner: RedisRelay
+        init(connected: Bool) { self.connected = connected }
 
-    init(core: _RelayCore, channel: String, inbound: _Inbound, owner: RedisRelay) {
-        self.core = core
-        self.channel = channel
-        self.channelBytes = Array(channel.utf8)
-        self.inbound = inbound
-        self.owner = owner
+        var count: Int { items.count - head }
+
+        /// Moves posts, oldest first, into `batch`, grouped into at most `limit` messages: each run of
+        /// consecutive posts of one channel and kind (at most `_Wire.batchMaxPosts` posts, and no more
+        /// once their bodies reach `_Wire.batchMaxBytes` bytes, or the whole message `maxBytes`) is one
+        /// message, whose post count is appended to `messages`. Only what is queued now is taken: a
+        /// post never waits for company.
+        mutating func take(
+            messages limit: Int, maxBytes: Int = .max, into batch: inout [_Outgoing], counts messages: inout [Int]
+        ) {
+            var index = head
+            var taken = 0
+            while taken < limit && index < items.count {
+                let first = items[index]
+                let kind = first.message[_Wire.headerLength - 1]
+                var bytes = first.message.count - _Wire.headerLength
+                // The batch message: header, kind, inner kind, count (one byte: at most 64), entries.
+                var length = _Wire.headerLength + 2 + _varintLength(UInt64(bytes)) + bytes
+                var end = index + 1
+                while end < items.count && end - index < _Wire.batchMaxPosts {
+                    let next = items[end]
+                    let body = next.message.count - _Wire.headerLength
+                    bytes += body
+                    length += _varintLength(UInt64(body)) + body
+                    guard bytes <= _Wire.batchMaxBytes, length <= maxBytes, next.channel == first.channel,
+                        next.message[_Wire.headerLength - 1] == kind
+                    else { break }
+                    end += 1
+                }
+                messages.append(end - index)
+                taken += 1
+                index = end
+            }
+            for item in items[head..<index] { self.bytes -= item.message.count }
+            batch.append(contentsOf: items[head..<index])
+            head = index
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 4096 && head * 2 > items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+        }
+
+        /// Empties the queue, returning how many posts it held.
+        mutating func clear() -> Int {
+            let dropped = count
+            items.removeAll()
+            head = 0
+            bytes = 0
+            return dropped
+        }
     }
 
-    deinit { core.unbind(channel, inbound) }
-
-    /// Whether the current post is this channel's own inbound message, being posted by the
-    /// subscriber thread: publishing it would echo it back to Redis.
-    var isInbound: Bool { _ThreadMarker.current == inbound.marker }
-
-    func send(kind: UInt8, body: some Collection<UInt8>) {
-        core.enqueue(channel: channelBytes, kind: kind, body: body)
+    /// The relayed channels (full names, prefix included) and the subscriber connection's state.
+    struct _Channels: Sendable {
+        var bindings: [String: _Inbound] = [:]
+        /// Changes whenever `bindings` does: the subscriber thread's cached lookup is valid while it
+        /// holds the generation it was made in.
+        var generation = 0
+        var connected = false
+        /// Channels whose `SUBSCRIBE` the current connection confirmed.
+        var confirmed: Set<String> = []
     }
-}
+
+    /// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`,
+    /// called on the subscriber thread only.
+    final class _Inbound: Sendable {
+        /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
+        let kind: UInt8
+        /// Decodes the body and posts it; `false` when the body is malformed.
+        let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
+        /// Decodes every body of a batch, then, only when all of them decode, posts them in order;
+        /// `false` (and nothing posted) when one is malformed.
+        let deliverBatch: @Sendable (_Wire.Batch) -> Bool
+
+        init(
+            kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
+            deliverBatch: @escaping @Sendable (_Wire.Batch) -> Bool
+        ) {
+            self.kind = kind
+            self.deliver = deliver
+            self.deliverBatch = deliverBatch
+        }
+
+        /// The next sequence number expected from each origin heard on this channel (see `_Wire`).
+        /// Used by the subscriber thread only; kept while the binding lives, across reconnections,
+        /// so that posts lost while disconnected show as a gap.
+        let expected = Mutex<[UInt64: UInt64]>([:])
+
+        /// This binding's identity, set as the thread marker while it posts on the center.
+        var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+    }
+
+    /// What the relay's local handler for a name holds: when the center releases the handler (the
+    /// token was cancelled or dropped), the lease deinitialises and unbinds the channel, which stops
+    /// the inbound direction too. It also keeps the relay (and so its threads) alive while the token
+    /// lives.
+    final class _Lease: Sendable {
+        let core: _RelayCore
+        let channel: String
+        let channelBytes: [UInt8]
+        let inbound: _Inbound
+        /// The relay, kept alive while this token lives.
+        let owner: RedisRelay
+
+        init(core: _RelayCore, channel: String, inbound: _Inbound, owner: RedisRelay) {
+            self.core = core
+            self.channel = channel
+            self.channelBytes = Array(channel.utf8)
+            self.inbound = inbound
+            self.owner = owner
+        }
+
+        deinit { core.unbind(channel, inbound) }
+
+        /// Whether the current post is this channel's own inbound message, being posted by the
+        /// subscriber thread: publishing it would echo it back to Redis.
+        var isInbound: Bool { _ThreadMarker.current == inbound.marker }
+
+        func send(kind: UInt8, body: some Collection<UInt8>) {
+            core.enqueue(channel: channelBytes, kind: kind, body: body)
+        }
+    }
+#endif

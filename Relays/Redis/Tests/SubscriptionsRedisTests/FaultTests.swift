@@ -43,6 +43,8 @@ struct FaultTests {
         #expect(pair.relayA.droppedPosts == 20)
         #expect(pair.relayA.publishedPosts == 100)
         #expect(pair.relayB.rejectedMessages == 0)
+        // The posts A dropped were never sent (never numbered): nothing is missing at B.
+        #expect(pair.relayB.missedPosts == 0)
         withExtendedLifetime((tokens, local)) {}
     }
 
@@ -78,6 +80,44 @@ struct FaultTests {
         withExtendedLifetime((tokens, local)) {}
     }
 
+    @Test func aFrozenServerKeepsOrderAndExactCountsWith64KiBPosts() throws {
+        let server = try RedisServer()
+        var options = fastOptions
+        options.connectTimeout = .milliseconds(300)
+        options.pingInterval = .milliseconds(150)
+        let prefix = uniquePrefix()
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: options)
+        let relayB = try RedisRelay(
+            center: b, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: options)
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+
+        let text = String(repeating: "z", count: 64 * 1024)
+        for seq in 0..<50 { a.post(.chat, Message(seq: seq, text: text)) }
+        server.freeze(true)
+        for seq in 50..<150 { a.post(.chat, Message(seq: seq, text: text)) }
+        Thread.sleep(forTimeInterval: 1)  // long enough for both relays to give their connections up
+        server.freeze(false)
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+        for seq in 150..<200 { a.post(.chat, Message(seq: seq, text: text)) }
+
+        #expect(eventually { received.values.last == 199 })
+        #expect(eventually { relayA.publishedPosts + relayA.droppedPosts == 200 })
+        let values = received.values
+        #expect(values == values.sorted() && Set(values).count == values.count, "\(values)")
+        #expect(Array(values.suffix(50)) == Array(150..<200))
+        // Every post A sent either reached B or is counted missed there; what A dropped before
+        // sending is counted by A alone.
+        #expect(relayA.droppedPosts > 0)
+        #expect(values.count + relayB.missedPosts <= 200)
+        #expect(values.count + relayB.missedPosts + relayA.droppedPosts >= 200)
+        withExtendedLifetime(tokens) {}
+    }
+
     @Test func malformedAndForeignMessagesAreCountedAndSkipped() throws {
         let prefix = uniquePrefix()
         let port = RedisServer.shared
@@ -96,11 +136,12 @@ struct FaultTests {
         let garbage: [[UInt8]] = [
             [],  // empty
             Array("hello".utf8),  // not from a relay
-            Array("SR3zzzzzzzzzzzzzzzzt".utf8) + good,  // origin is not hex
+            Array("SR4zzzzzzzzzzzzzzzz".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, UInt8(ascii: "t")] + good,  // origin not hex
             // Version 1 (JSON bodies):
-            Array("SR1".utf8) + Array(other.dropFirst(3)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
-            // Version 2 (no batches), otherwise well formed:
-            Array("SR2".utf8) + Array(other.dropFirst(3)) + [UInt8(ascii: "t")] + good,
+            Array("SR1".utf8) + Array(other.dropFirst(3).prefix(16)) + Array("t{\"seq\":1,\"text\":\"ok\"}".utf8),
+            // Version 2 (no batches) and version 3 (no sequence numbers), otherwise well formed:
+            Array("SR2".utf8) + Array(other.dropFirst(3).prefix(16)) + [UInt8(ascii: "t")] + good,
+            Array("SR3".utf8) + Array(other.dropFirst(3).prefix(16)) + [UInt8(ascii: "t")] + good,
             other + Array("t{not json".utf8),  // body does not decode
             other + [UInt8(ascii: "t")] + good.dropLast(3),  // body truncated
             other + [UInt8(ascii: "t")] + good + [0],  // trailing bytes
@@ -177,8 +218,10 @@ struct FaultTests {
     }
 }
 
-/// The header of another relay's messages: the current magic and a fixed origin id.
-let otherRelayHeader = Array("SR3".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16)
+/// The header of another relay's messages: the current magic, a fixed origin id and sequence
+/// number zero.
+let otherRelayHeader =
+    Array("SR4".utf8) + Array(repeating: UInt8(ascii: "7"), count: 16) + Array(repeating: 0, count: 8)
 
 /// `value` in the relay's binary format.
 func binary(_ value: some Encodable) throws -> [UInt8] {

@@ -77,11 +77,14 @@ func freePort() -> Int {
 final class RedisServer: @unchecked Sendable {
     // @unchecked: `process` is read and written under `lock` only.
     let port: Int
+    /// Extra arguments, such as `["--requirepass", "secret"]`.
+    let arguments: [String]
     private let lock = NSLock()
     private var process: Process?
 
-    init(port: Int = freePort()) throws {
+    init(port: Int = freePort(), arguments: [String] = []) throws {
         self.port = port
+        self.arguments = arguments
         try start()
     }
 
@@ -107,15 +110,21 @@ final class RedisServer: @unchecked Sendable {
         let process = Process()
         let binary = ProcessInfo.processInfo.environment["REDIS_SERVER"] ?? "redis-server"
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            binary, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--daemonize", "no", "--loglevel", "warning",
-        ]
+        process.arguments =
+            [
+                binary, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--daemonize", "no", "--loglevel", "warning",
+            ] + arguments
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         lock.withLock { self.process = process }
+        // A TCP connection only: the server may want a password or TLS.
         let up = eventually(timeout: .seconds(10)) {
-            (try? _Connection(host: "127.0.0.1", port: port, timeout: .milliseconds(200))) != nil
+            guard let fd = try? _openSocket(host: "127.0.0.1", port: port, timeout: .milliseconds(200)) else {
+                return false
+            }
+            _ = _close(fd)
+            return true
         }
         if !up { throw ServerError.didNotStart(port) }
     }
@@ -156,7 +165,7 @@ final class RedisServer: @unchecked Sendable {
 
 /// Publishes raw bytes on a channel with a plain hiredis connection, as a foreign client would.
 func publishRaw(port: Int, channel: String, _ messages: [[UInt8]]) throws {
-    let connection = try _Connection(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    let connection = try _Connection.open(host: "127.0.0.1", port: port, timeout: .seconds(2))
     for message in messages { connection.appendPublish(Array(channel.utf8), message) }
     #expect(connection.flush())
     var replies = 0
@@ -178,7 +187,7 @@ final class RawSubscriber {
     private(set) var messages: [[UInt8]] = []
 
     init(port: Int, channels: [String]) throws {
-        connection = try _Connection(host: "127.0.0.1", port: port, timeout: .seconds(2))
+        connection = try _Connection.open(host: "127.0.0.1", port: port, timeout: .seconds(2))
         connection.append([Array("SUBSCRIBE".utf8)] + channels.map { Array($0.utf8) })
         #expect(connection.flush())
         var confirmed = 0
@@ -198,7 +207,7 @@ final class RawSubscriber {
         let deadline = ContinuousClock.now + .seconds(20)
         while !done() {
             if ContinuousClock.now >= deadline { return false }
-            let ready = _poll(socket: connection.fd, wake: wake, timeoutMilliseconds: 10)
+            let ready = _poll(socket: connection.socket, wake: wake, timeoutMilliseconds: 10)
             guard ready.socket else { continue }
             guard connection.readAvailable() else { return false }
             while case (let reply?, true) = connection.nextReply() {
@@ -216,5 +225,54 @@ final class RawSubscriber {
             }
         }
         return true
+    }
+}
+
+/// Sends one command to the server of `url` and returns its reply as text (an error reply too).
+@discardableResult
+func redisCommand(_ url: String, _ arguments: [String]) throws -> String {
+    let connection = try _Connection.open(_Endpoint(url: url), tls: nil, timeout: .seconds(2))
+    connection.append(arguments)
+    #expect(connection.flush())
+    while true {
+        let (reply, ok) = connection.nextReply()
+        try #require(ok)
+        if let reply {
+            defer { freeReplyObject(reply) }
+            if reply.pointee.type == REDIS_REPLY_INTEGER { return "\(reply.pointee.integer)" }
+            return reply.pointee.str.map { String(cString: $0) } ?? ""
+        }
+        try #require(connection.readAvailable())
+    }
+}
+
+/// Reads a relay's events in the test's own task (a task of its own might never run while other
+/// tests block the few threads of the cooperative pool in `eventually`). A read that waits longer
+/// than 20 seconds ends the stream, so that a missing event fails the test instead of hanging it.
+struct EventReader {
+    private var iterator: AsyncStream<RedisRelay.Event>.Iterator
+    private weak var relay: RedisRelay?
+
+    init(_ relay: RedisRelay) {
+        iterator = relay.events.makeAsyncIterator()
+        self.relay = relay
+    }
+
+    /// The next event, or `nil` when the stream ended (or 20 seconds passed).
+    mutating func next() async -> RedisRelay.Event? {
+        let watchdog = DispatchWorkItem { [weak relay] in relay?._endEvents() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        defer { watchdog.cancel() }
+        return await iterator.next()
+    }
+
+    /// Reads events until one satisfies `last` (included), or the stream ends; returns them.
+    mutating func read(until last: (RedisRelay.Event) -> Bool) async -> [RedisRelay.Event] {
+        var events: [RedisRelay.Event] = []
+        while let event = await next() {
+            events.append(event)
+            if last(event) { break }
+        }
+        return events
     }
 }

@@ -38,6 +38,19 @@ struct TokenTests {
         withExtendedLifetime((tokens, locals)) {}
     }
 
+    @Test func aRelayTokenRecordsItsCallersSite() throws {
+        let center = PostCenter()
+        let relay = try RedisRelay(
+            center: center, host: "127.0.0.1", port: RedisServer.shared, channelPrefix: uniquePrefix())
+        let line = #line + 1
+        let tokens = [relay.relay(.chat), relay.relay("theme")]
+        for name in ["chat", "theme"] {
+            let sites = center.subscriptionSites(for: name)
+            #expect(sites.map(\.fileID) == [#fileID] && sites.map(\.line) == [line], "\(sites)")
+        }
+        withExtendedLifetime(tokens) {}
+    }
+
     @Test func relayingANameTwiceStopsWithAMessage() async throws {
         let result = try await #require(
             processExitsWith: .failure, observing: [\.standardErrorContent]

@@ -38,7 +38,7 @@ private func parsed(_ bytes: [UInt8]) -> String {
 
     @Test func aBatchCarriesEveryBodyInOrder() {
         let bytes = batchMessage(t, bodies)
-        #expect(Array(bytes.prefix(3)) == Array("SR3".utf8))
+        #expect(Array(bytes.prefix(3)) == Array("SR4".utf8))
         #expect(parsed(bytes) == "batch \(t) 4 \(bodies)")
         #expect(parsed(batchMessage(p, [[65]])) == "batch \(p) 1 [[65]]")
         // The sender skips its own batches like its own posts.
@@ -118,6 +118,33 @@ private func parsed(_ bytes: [UInt8]) -> String {
         outbox.items.append(outgoing("a", t, big, header: header))
         outbox.take(messages: 100, into: &batch, counts: &counts)
         #expect(counts == [16, 16, 8, 1, 1])
+    }
+
+    @Test func aBatchStaysUnderTheMessageCapAndAtMost64PostsAreAccepted() {
+        var outbox = _Outbox(connected: true)
+        let body = Array(repeating: UInt8(5), count: 1000)
+        for _ in 0..<10 { outbox.items.append(outgoing("a", t, body, header: header)) }
+        outbox.bytes = outbox.items.reduce(0) { $0 + $1.message.count }
+        var batch: [_Outgoing] = []
+        var counts: [Int] = []
+        // Header, kind, inner kind and count: 31 bytes; each entry 1002.
+        outbox.take(messages: 100, maxBytes: 31 + 3 * 1002, into: &batch, counts: &counts)
+        #expect(counts == [3, 3, 3, 1])
+        #expect(outbox.bytes == 0)
+        for (index, count) in [(0, 3), (3, 3)] {
+            #expect(_Wire.batchLength(batch[index..<(index + count)]) <= 31 + 3 * 1002)
+        }
+
+        let entries = Array(repeating: entry([1]), count: 65).flatMap { $0 }
+        #expect(parsed(header + [_Wire.batch, t, 64] + entries.dropLast(2)) != "foreign")
+        #expect(parsed(header + [_Wire.batch, t, 65] + entries) == "foreign")
+    }
+
+    @Test func theSequenceNumberIsWrittenAndReadBack() {
+        var bytes = [UInt8](repeating: 9, count: 3) + _Wire.message(header: header, kind: t, body: [1])
+        _Wire.setSequence(0x0102_0304_0506_0708, in: &bytes, at: 3)
+        let (origin, sequence) = Array(bytes.dropFirst(3)).withUnsafeBytes { _Wire.sequence(of: $0) }
+        #expect(origin == 0xabc_def && sequence == 0x0102_0304_0506_0708)
     }
 
     @Test func theInFlightFIFOAttributesRepliesToTheirPosts() {

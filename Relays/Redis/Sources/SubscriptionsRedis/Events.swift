@@ -1,0 +1,79 @@
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    import Synchronization
+
+    extension RedisRelay {
+        /// Something that happened to a relay's connection or to the messages it received; see
+        /// ``RedisRelay/events``.
+        public enum Event: Sendable, Equatable {
+            /// Both connections (publishing and subscribing) are up and authenticated: at start, and
+            /// again after each ``disconnected(reason:)``.
+            case connected
+            /// A connection was lost (closed, failed, or silent for two ``Options/pingInterval``s) or
+            /// its TLS handshake was refused; the relay reconnects with backoff. Posts made until it is
+            /// back are counted in ``RedisRelay/droppedPosts``.
+            case disconnected(reason: String)
+            /// The server refused the credentials: its own text (such as `WRONGPASS …` or `NOAUTH …`),
+            /// never the password. The relay keeps retrying with backoff.
+            case authenticationFailed(String)
+            /// Another relay's posts on a relayed channel were lost on the way (a gap in its sequence
+            /// numbers): `count` posts, also added to ``RedisRelay/missedPosts``.
+            case missed(count: Int)
+            /// A message on a relayed channel was refused (oversized, unsigned or wrongly signed when a
+            /// key is set, malformed, or of the other kind); also counted in
+            /// ``RedisRelay/rejectedMessages``.
+            case rejected(reason: String)
+        }
+    }
+
+    /// The relay's event stream and the connection state that decides when `.connected` and
+    /// `.disconnected` are due. `Sendable`: the state sits in a `Mutex`, and an `AsyncStream`'s
+    /// continuation may be called from any thread.
+    final class _Events: Sendable {
+        let stream: AsyncStream<RedisRelay.Event>
+        private let continuation: AsyncStream<RedisRelay.Event>.Continuation
+        private let link = Mutex(_Link())
+
+        /// Which connection changed.
+        enum Side { case publisher, subscriber }
+
+        private struct _Link {
+            var publisher = false
+            var subscriber = false
+            /// Whether `.connected` was the last connection event sent.
+            var announced = false
+        }
+
+        init() {
+            (stream, continuation) = AsyncStream.makeStream(
+                of: RedisRelay.Event.self, bufferingPolicy: .bufferingNewest(1024))
+        }
+
+        func emit(_ event: RedisRelay.Event) { continuation.yield(event) }
+
+        /// Records that `side` came up or went down; sends `.connected` when both are up (and it was not
+        /// sent already), `.disconnected(reason)` when one goes down after it was (unless `announce`
+        /// is `false`).
+        func set(_ side: Side, up: Bool, reason: String = "", announce: Bool = true) {
+            let event = link.withLock { link -> RedisRelay.Event? in
+                switch side {
+                case .publisher: link.publisher = up
+                case .subscriber: link.subscriber = up
+                }
+                if link.publisher && link.subscriber && !link.announced {
+                    link.announced = true
+                    return .connected
+                }
+                if !up && link.announced {
+                    link.announced = false
+                    return announce ? .disconnected(reason: reason) : nil
+                }
+                return nil
+            }
+            if let event { emit(event) }
+        }
+
+        /// Ends the stream: a `for await` loop over it finishes.
+        func finish() { continuation.finish() }
+    }
+#endif
