@@ -37,20 +37,27 @@ enum _Orphans {
         noticed?.clearOrphanNotice()
         let me = noticed?.bits
         var free: [_Entry] = []
-        let noted = list.withLock { sweep(&$0, me: me, parked: parked, free: &free) }
-        if noted {
-            // A holder that closed its frame before seeing the note: after this fence, either it
-            // sees the note, or the second pass below sees its frame closed.
+        var seen: Set<UInt> = []
+        var fresh = list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) }
+        // A holder that closed its frame before seeing the note: after this fence, either it sees
+        // the note, or the next pass sees its frame closed. A pass can note a record the earlier
+        // ones could not see (a post whose `at` store became visible only with the fence, and
+        // which may already have read its note as 0): fence and sweep again while a pass notes a
+        // record no earlier pass of this collect noted (each record at most once, so this ends).
+        while fresh {
             _Fence.heavy()
-            _ = list.withLock { sweep(&$0, me: me, parked: parked, free: &free) }
+            fresh = list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) }
         }
         // Released here, outside the lock, on the thread that ended the last call.
         for entry in free { entry.releaseHandler() }
     }
 
     /// One pass over the list: notes the threads calling each orphan, and moves to `free` each
-    /// orphan no thread calls that this thread may release. Returns whether it noted any thread.
-    private static func sweep(_ orphans: inout [Orphan], me: UInt?, parked: _Entry?, free: inout [_Entry]) -> Bool {
+    /// orphan no thread calls that this thread may release. Returns whether it noted a thread
+    /// that is not in `seen` (which it adds).
+    private static func sweep(
+        _ orphans: inout [Orphan], me: UInt?, parked: _Entry?, free: inout [_Entry], seen: inout Set<UInt>
+    ) -> Bool {
         var noted = false
         var kept: [Orphan] = []
         for var orphan in orphans {
@@ -60,11 +67,13 @@ enum _Orphans {
                 if r.calls(bits) {
                     r.noteOrphan()
                     holders.append(r.bits)
+                    if seen.insert(r.bits).inserted { noted = true }
                 }
             }
             if !holders.isEmpty {
-                noted = true
-                orphan.holders = holders
+                // Every record ever seen calling it may release it: a noted holder that is not
+                // seen now has ended its call and collects when it closes its frame.
+                for h in holders where !orphan.holders.contains(h) { orphan.holders.append(h) }
                 kept.append(orphan)
             } else if orphan.entry === parked || me.map(orphan.holders.contains) == true {
                 free.append(orphan.entry)
