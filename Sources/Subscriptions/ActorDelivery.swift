@@ -39,6 +39,8 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
+    ///   - coalesced: When `true`, only the newest payload waits for the actor: a post made
+    ///     while a call is pending replaces its payload (see <doc:PacedDelivery>).
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -47,10 +49,13 @@ extension PostCenter {
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts, not one per post.
     public func subscribe<A: Actor, Payload: Sendable>(
-        _ topic: Topic<Payload>, on actor: A, fileID: String = #fileID, line: Int = #line,
+        _ topic: Topic<Payload>, on actor: A, coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, Payload) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
+        if coalesced {
+            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
+        }
+        return _add(_ActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
     }
 
     /// Subscribes `handler` to every post of `name`, running it isolated to `actor`, with the
@@ -74,14 +79,19 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
+    ///   - coalesced: When `true`, only the newest envelope waits for the actor: a post made
+    ///     while a call is pending replaces it (see <doc:PacedDelivery>).
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
-        _ name: String, on actor: A, fileID: String = #fileID, line: Int = #line,
+        _ name: String, on actor: A, coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, PostObject) -> Void
     ) -> Subscription {
-        _add(_ActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
+        if coalesced {
+            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
+        }
+        return _add(_ActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
     }
 }
