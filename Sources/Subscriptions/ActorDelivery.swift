@@ -39,8 +39,8 @@ extension PostCenter {
     /// - Parameters:
     ///   - topic: The topic to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
-    ///   - coalesced: When `true`, only the newest payload waits for the actor: a post made
-    ///     while a call is pending replaces its payload (see <doc:PacedDelivery>).
+    ///   - coalesced: When `true`, only the newest payload waits for the actor, as a post made
+    ///     while a call is pending replaces its payload.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -79,8 +79,8 @@ extension PostCenter {
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
-    ///   - coalesced: When `true`, only the newest envelope waits for the actor: a post made
-    ///     while a call is pending replaces it (see <doc:PacedDelivery>).
+    ///   - coalesced: When `true`, only the newest envelope waits for the actor, as a post made
+    ///     while a call is pending replaces it.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.

@@ -92,6 +92,7 @@ extension Delivery {
     /// delivery, it replaces that delivery's pacing.
     /// - Parameter interval: The shortest time from the start of one call to the start of the
     ///   next; zero or more (subscribing with a negative interval traps).
+    /// - Returns: The throttled delivery.
     public func throttled(_ interval: Duration) -> Delivery { .paced(_unpaced, .throttled(interval)) }
 
     /// This delivery, debounced: one call, with the last payload, once the posts stopped for
@@ -101,6 +102,7 @@ extension Delivery {
     /// delivery, it replaces that delivery's pacing.
     /// - Parameter interval: How long the posts must have stopped; zero or more (subscribing with
     ///   a negative interval traps).
+    /// - Returns: The debounced delivery.
     public func debounced(_ interval: Duration) -> Delivery { .paced(_unpaced, .debounced(interval)) }
 
     /// The delivery without its pacing.
@@ -138,12 +140,14 @@ extension MainActorDelivery {
     /// the last payload posted is always delivered. See ``Pacing`` for the rules.
     /// - Parameter interval: The shortest time from the start of one call to the start of the
     ///   next; zero or more (subscribing with a negative interval traps).
+    /// - Returns: The throttled main-actor delivery.
     public func throttled(_ interval: Duration) -> MainActorDelivery { .paced(.throttled(interval)) }
 
     /// Main-actor delivery, debounced: one call, with the last payload, once the posts stopped
     /// for `interval`. See ``Pacing`` for the rules.
     /// - Parameter interval: How long the posts must have stopped; zero or more (subscribing with
     ///   a negative interval traps).
+    /// - Returns: The debounced main-actor delivery.
     public func debounced(_ interval: Duration) -> MainActorDelivery { .paced(.debounced(interval)) }
 
     /// The pacing to apply when subscribing, or `nil`. Traps with `replay: true`.
