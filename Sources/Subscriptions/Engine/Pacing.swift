@@ -46,8 +46,9 @@ struct _PacingMachine {
         self.debounce = debounce
     }
 
-    /// Whether the machine needs the time of each post (only debouncing does).
-    var needsPostTime: Bool { debounce }
+    /// Whether the machine needs the time of each post: a debounce counts from it, a throttle
+    /// may arm a wake-up with it. Coalescing never looks at the clock.
+    var needsPostTime: Bool { interval > 0 }
 
     /// What a wake-up does.
     enum Wake: Equatable {
@@ -111,7 +112,9 @@ struct _PacingMachine {
     }
 
     /// The earliest time the next call may start.
+    /// Coalescing never waits (and its posts pass no time, see `needsPostTime`).
     private var due: UInt64 {
+        if interval == 0 { return 0 }
         if debounce { return lastPost &+ interval }
         guard let lastCall else { return 0 }
         return lastCall &+ interval
