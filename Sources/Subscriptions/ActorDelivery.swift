@@ -71,7 +71,7 @@ extension PostCenter {
     /// ```
     ///
     /// Ordering, threading, lifetime and cancellation are those of
-    /// ``subscribe(_:on:fileID:line:handler:)-2flyx``: posts of one thread
+    /// ``subscribe(_:on:coalesced:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_)``: posts of one thread
     /// arrive in order, the poster never waits, the actor is held weakly, and when `cancel()`
     /// returns no handler starts again and a running one has returned (unless `cancel()` is
     /// called from inside it).

@@ -33,9 +33,8 @@ import Dispatch
 ///   or observer: dropping the token releases the handler's captures at once.
 /// - **Waiting in tests.** ``PostCenter/waitForPendingDeliveries()`` waits for a pending payload's
 ///   call, including the interval of a throttle or debounce.
-/// - **One-shot.** ``PostCenter/subscribeOnce(_:delivery:replay:fileID:line:handler:)-4yjpu`` and
-///   the other `subscribeOnce` variants deliver their one post with the base delivery: pacing
-///   shapes a stream of posts, and a one-shot has one.
+/// - **One-shot.** `subscribeOnce`, in every variant, delivers its one post with the base
+///   delivery: pacing shapes a stream of posts, and a one-shot has one.
 ///
 /// Pacing cannot be combined with `replay: true` (subscribing traps with a message saying so).
 ///
