@@ -9,7 +9,9 @@
 
 import Foundation
 
-let allSections = ["fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors"]
+let allSections = [
+    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "coalesced",
+]
 
 let usage = """
     usage: SubscriptionsBenchmarks [--quick] [--json PATH] [--repetitions N] [--clock cpu|wall] [--only SECTION,...]
@@ -127,6 +129,7 @@ func runBenchmarks(_ options: Options) {
     run("threads") { threadsSection(config) }
     run("threads") { sameNameSection(config) }
     run("actors") { actorsSection(config) }
+    run("coalesced") { coalescedSection(config) }
 
     let checks = sections.flatMap(\.checks)
     printSummary(checks)

@@ -149,17 +149,37 @@ final class _PaceSlot<Payload>: @unchecked Sendable {
     /// slot, ended when it was delivered or dropped).
     @exclusivity(unchecked) private var epoch: UInt64 = 0
     let tracker: _DeliveryTracker?
+    /// `machine.needsPostTime`, read without the lock.
+    private let needsPostTime: Bool
 
     init(_ machine: _PacingMachine, tracker: _DeliveryTracker?) {
         self.machine = machine
         self.tracker = tracker
+        self.needsPostTime = machine.needsPostTime
+    }
+
+    /// Stores the payload at `raw` (a `Payload`) as the newest: `offer(_:)`, with a plain copy of
+    /// the bytes when `Payload` is trivial (an `Int`, a `Double`, a struct of them). This code
+    /// runs unspecialised, where every copy, move and destruction of a `Payload` is an indirect
+    /// call into its value witnesses; a trivial payload needs none of them and has no deinit, so
+    /// the replaced one is simply overwritten.
+    @inline(__always)
+    func offer(raw: UnsafeRawPointer) -> UInt64? {
+        guard _isPOD(Payload.self) else { return offer(raw.assumingMemoryBound(to: Payload.self).pointee) }
+        let now = needsPostTime ? _pacingNow() : 0
+        lock()
+        UnsafeMutableRawPointer(storage).copyMemory(from: raw, byteCount: MemoryLayout<Payload>.size)
+        let (filled, arm) = machine.posted(at: now)
+        if filled, let tracker { epoch = tracker.begin() }
+        unlock()
+        return arm
     }
 
     /// Stores `payload` as the newest. Returns the delay of a wake-up to schedule, if none is
     /// armed.
     @inline(__always)
     func offer(_ payload: Payload) -> UInt64? {
-        let now = machine.needsPostTime ? _pacingNow() : 0
+        let now = needsPostTime ? _pacingNow() : 0
         lock()
         let replaced = machine.full
         // `payload` stands in for "nothing replaced": destroying a copy of it is harmless.
@@ -291,7 +311,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
         if observed && observer == nil { return false }
-        offer(payload.assumingMemoryBound(to: Payload.self).pointee, route)
+        if let delay = slot.offer(raw: payload) { arm(delay, route) }
         return true
     }
 
@@ -399,7 +419,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
         guard actor != nil else { return false }
-        if slot.offer(payload.assumingMemoryBound(to: Payload.self).pointee) != nil { start(route) }
+        if slot.offer(raw: payload) != nil { start(route) }
         return true
     }
 
