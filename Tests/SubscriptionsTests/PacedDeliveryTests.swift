@@ -363,8 +363,9 @@ struct PacedDeliveryTests {
             usleep(1_000)
         }
         await center.waitForPendingDeliveries()
+        // The leading edge (a call scheduled at once) is pinned by the state machine's test: here
+        // the first call gets whatever was newest when the queue ran it.
         let received = log.received
-        #expect(received.first == 0)
         #expect(received.last == 199)
         #expect(received == received.sorted())
         #expect(received.count < 200)
@@ -468,8 +469,8 @@ struct PacedDeliveryTests {
             }
         }.value
         await center.waitForPendingDeliveries()
-        #expect(bar.values.first == 0)
         #expect(bar.values.last == 99)
+        #expect(bar.values.count < 100)
         #expect(bar.values == bar.values.sorted())
         center.removeObserver(bar)
         #expect(center.post(topic, 100) == 0)
