@@ -313,6 +313,8 @@ struct PacedDeliveryTests {
         }
         center.post(topic, Tracked("first", live: live))
         started.wait()  // the first call is running
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }  // the next wake-up waits behind this: only cancel can drop
         center.post(topic, Tracked("pending", live: live))
         center.post(topic, Tracked("newest", live: live))  // replaces "pending", which is released
         #expect(live.alive == 2)  // "first" (in the call) and "newest" (pending)
@@ -321,8 +323,29 @@ struct PacedDeliveryTests {
         release.signal()
         canceller.join()
         #expect(live.alive == 0)  // the pending payload was dropped, the call's one released
+        gate.signal()
         queue.sync {}
         #expect(log.values == ["first"])
+    }
+
+    /// A payload of a class (not trivially copyable) is replaced like any other: the handler gets
+    /// the newest, and each replaced payload is released when it is replaced.
+    @Test func replacedClassPayloadsAreReleasedAndTheNewestDelivered() async {
+        let center = PostCenter()
+        let topic = Topic<Tracked>("paced.class")
+        let queue = DispatchQueue(label: "paced.class")
+        let live = LiveObjects()
+        let log = Recorder<String>()
+        let token = center.subscribe(topic, delivery: .queue(queue).coalesced) { log.append($0.name) }
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }  // holds the queue, so the call stays pending
+        for name in ["a", "b", "c"] { center.post(topic, Tracked(name, live: live)) }
+        #expect(live.alive == 1)
+        gate.signal()
+        await center.waitForPendingDeliveries()
+        #expect(log.values == ["c"])
+        #expect(live.alive == 0)
+        withExtendedLifetime(token) {}
     }
 
     /// A payload pending when its call comes up while paused is dropped; after `resume()` the
