@@ -17,8 +17,8 @@ import Dispatch
 ///   the newest payload.
 /// - ``throttled(_:)``: at most one call per interval (counted from the start of one call to the
 ///   start of the next), with the newest payload. The first post after a quiet interval is
-///   scheduled at once (the call gets the newest payload when it runs); posts during the interval are delivered after it (the trailing edge), so
-///   the last value posted is never lost.
+///   scheduled at once (the call gets the newest payload when it runs); posts during the
+///   interval are delivered after it (the trailing edge), so the last value posted is never lost.
 /// - ``debounced(_:)``: one call once the posts stopped for the interval, with the last payload.
 ///
 /// Rules common to every pacing:
