@@ -11,7 +11,7 @@ import Foundation
 
 let allSections = [
     "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "mainActor",
-    "actorMessages", "queueAndPosts", "cancelLoad",
+    "actorMessages", "queueAndPosts", "cancelLoad", "coalesced",
 ]
 
 let usage = """
@@ -135,6 +135,7 @@ func runBenchmarks(_ options: Options) {
     run("actorMessages") { actorMessagesSection(config) }
     run("queueAndPosts") { queueAndPostsSection(config) }
     run("cancelLoad") { cancelLoadSection(config) }
+    run("coalesced") { coalescedSection(config) }
 
     let checks = sections.flatMap(\.checks)
     printSummary(checks)

@@ -49,6 +49,9 @@ extension PostCenter {
     ///   - actor: The actor the handler runs on, held weakly.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload`, on the actor.
+    ///   - coalesced: When `true`, only the newest payload waits for the actor, as a post made
+    ///     while a call is pending replaces its payload. Not with `replay: true` (that traps,
+    ///     naming the conflict, as paced deliveries do).
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -57,10 +60,14 @@ extension PostCenter {
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts, not one per post.
     public func subscribe<A: Actor, Payload: Sendable>(
-        _ topic: Topic<Payload>, on actor: A, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, Payload) -> Void
+        _ topic: Topic<Payload>, on actor: A, replay: Bool = false, coalesced: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (isolated A, Payload) -> Void
     ) -> Subscription {
-        _addActor(
+        if coalesced {
+            Pacing.coalesced._checkNoReplay(replay)
+            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
+        }
+        return _addActor(
             _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: topic._key, replay: replay, fileID,
             line)
     }
@@ -77,8 +84,8 @@ extension PostCenter {
     /// }
     /// ```
     ///
-    /// Ordering, threading, lifetime, cancellation and `replay` are those of
-    /// ``subscribe(_:on:replay:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_)``: posts of one thread
+    /// Ordering, threading, lifetime, cancellation, `replay` and `coalesced` are those of
+    /// ``subscribe(_:on:replay:coalesced:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_,_)``: posts of one thread
     /// arrive in order, the poster never waits, the actor is held weakly, and when `cancel()`
     /// returns no handler starts again and a running one has returned (unless `cancel()` is
     /// called from inside it). The handler is `@Sendable` because it runs in a task of its own,
@@ -88,16 +95,24 @@ extension PostCenter {
     ///   - name: The name to listen to.
     ///   - actor: The actor the handler runs on, held weakly.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any, on the actor.
+    ///   - coalesced: When `true`, only the newest envelope waits for the actor, as a post made
+    ///     while a call is pending replaces it. Not with `replay: true` (that traps, naming the
+    ///     conflict, as paced deliveries do).
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
-        _ name: String, on actor: A, replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, PostObject) -> Void
+        _ name: String, on actor: A, replay: Bool = false, coalesced: Bool = false, fileID: String = #fileID,
+        line: Int = #line, handler: @escaping @Sendable (isolated A, PostObject) -> Void
     ) -> Subscription {
-        _addActor(
+        if coalesced {
+            Pacing.coalesced._checkNoReplay(replay)
+            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
+        }
+        return _addActor(
             _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: _NameKey(name), replay: replay,
-            fileID, line)
+            fileID,
+            line)
     }
 }

@@ -34,6 +34,11 @@ public enum Delivery: Sendable {
     /// handler on the main actor. Written as the literal `delivery: .mainActor`, the overloads
     /// that take a `@MainActor` handler are chosen, so the handler may touch main-actor state.
     case mainActor
+    /// The handler runs as `base` delivers, but paced: coalesced, throttled or debounced. Written
+    /// `.queue(q).coalesced`, `.mainActor.throttled(.milliseconds(100))`, and so on; see
+    /// ``Pacing`` for the rules. `base` is `.queue(q)` or `.mainActor` (subscribing with a paced
+    /// `.immediate` traps: a paced call runs later, so it needs a queue).
+    indirect case paced(Delivery, Pacing)
 }
 
 /// The one delivery that takes any payload, `Sendable` or not: ``immediate``, the default.
@@ -82,6 +87,9 @@ public enum ImmediateDelivery: Sendable {
 public enum MainActorDelivery: Sendable {
     /// Runs the handler on the main actor.
     case mainActor
+    /// Runs the handler on the main actor, paced: `.mainActor.coalesced`,
+    /// `.mainActor.throttled(_:)`, `.mainActor.debounced(_:)`; see ``Pacing``.
+    case paced(Pacing)
 }
 
 extension Delivery {
@@ -90,6 +98,7 @@ extension Delivery {
         case .immediate: return .immediate
         case .queue(let queue): return .queue(queue)
         case .mainActor: return .mainActor
+        case .paced(let base, _): return base._executor
         }
     }
 }

@@ -150,7 +150,10 @@ extension PostCenter {
         _ name: String, from sender: AnyObject, delivery: Delivery = .immediate, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
-        _add(_makeEnvelopeEntry(delivery._executor, sender: sender, handler), to: _NameKey(name), fileID, line)
+        let pacing = delivery._pacing(replay: false)
+        return _add(
+            _makeEnvelopeEntry(delivery._executor, sender: sender, pacing: pacing, handler), to: _NameKey(name), fileID,
+            line)
     }
 
     /// Subscribes a `@MainActor` handler to the posts of `name` made `from: sender` (held weakly);
@@ -169,7 +172,9 @@ extension PostCenter {
         _ name: String, from sender: AnyObject, delivery: MainActorDelivery, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(sender: sender, handler), to: _NameKey(name), fileID, line)
+        _add(
+            _mainActorEntry(sender: sender, pacing: delivery._pacing(replay: false), handler), to: _NameKey(name),
+            fileID, line)
     }
 
     /// Subscribes `handler` to the posts of `topic` made `from: sender` (held weakly), on the
@@ -208,7 +213,9 @@ extension PostCenter {
         _ topic: Topic<Payload>, from sender: AnyObject, delivery: Delivery, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
-        _add(_makeEntry(delivery._executor, sender: sender, handler), to: topic._key, fileID, line)
+        let pacing = delivery._pacing(replay: false)
+        return _add(
+            _makeEntry(delivery._executor, sender: sender, pacing: pacing, handler), to: topic._key, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to the posts of `topic` made `from: sender` (held
@@ -228,7 +235,9 @@ extension PostCenter {
         _ topic: Topic<Payload>, from sender: AnyObject, delivery: MainActorDelivery, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(_mainActorEntry(sender: sender, handler), to: topic._key, fileID, line)
+        _add(
+            _mainActorEntry(sender: sender, pacing: delivery._pacing(replay: false), handler), to: topic._key, fileID,
+            line)
     }
 
     /// Posts `object` to `name` on behalf of `sender`.
@@ -296,9 +305,9 @@ extension PostCenter {
         _ name: String, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (PostObject) -> Void
     ) -> Subscription {
-        _add(
-            replay ? _mainActorEntry(handler) : _mainHandler(handler), PostObject.self, to: _NameKey(name),
-            replay: replay, fileID, line)
+        let pacing = delivery._pacing(replay: replay)
+        let entry = pacing != nil || replay ? _mainActorEntry(pacing: pacing, handler) : _mainHandler(handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
     /// Subscribes a `@MainActor` handler to every post of `topic`; see ``MainActorDelivery``.
@@ -319,9 +328,9 @@ extension PostCenter {
         _ topic: Topic<Payload>, delivery: MainActorDelivery, replay: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @MainActor (Payload) -> Void
     ) -> Subscription {
-        _add(
-            replay ? _mainActorEntry(handler) : _mainHandler(handler), Payload.self, to: topic._key,
-            replay: replay, fileID, line)
+        let pacing = delivery._pacing(replay: replay)
+        let entry = pacing != nil || replay ? _mainActorEntry(pacing: pacing, handler) : _mainHandler(handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -348,7 +357,7 @@ extension PostCenter {
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, selector)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
@@ -371,7 +380,7 @@ extension PostCenter {
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, selector)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
@@ -383,25 +392,30 @@ extension PostCenter {
     }
 
     func _mainActorEntry<Payload>(
-        once: Bool = false, sender: AnyObject? = nil, _ handler: @escaping @MainActor (Payload) -> Void
+        once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
+        _ handler: @escaping @MainActor (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries) {
-            _, payload in
+        let invoke: (AnyObject?, Payload) -> Bool = { _, payload in
             let box = _UncheckedSendable(payload)
             MainActor.assumeIsolated { handler(box.value) }
             return true
         }
+        if let pacing, !once { return _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke) }
+        return _Slow<Payload>(
+            executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries, invoke: invoke)
     }
 
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
-        _ observer: Observer, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        _ observer: Observer, pacing: Pacing? = nil, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow<Payload>(executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries) {
-            target, payload in
+        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
             guard let target else { return false }
             let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
             MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }
             return true
         }
+        if let pacing { return _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        return _Slow<Payload>(
+            executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
     }
 }

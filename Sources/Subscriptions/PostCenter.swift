@@ -98,7 +98,9 @@ public final class PostCenter: Sendable {
         line: Int = #line, handler: @escaping @Sendable (PostObject) -> Void
     ) -> Subscription {
         let executor = delivery._executor
-        let entry = replay ? _replayableEntry(executor, handler) : _makeEnvelopeEntry(executor, handler)
+        let pacing = delivery._pacing(replay: replay)
+        let entry =
+            replay ? _replayableEntry(executor, handler) : _makeEnvelopeEntry(executor, pacing: pacing, handler)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
@@ -137,7 +139,7 @@ public final class PostCenter: Sendable {
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, selector)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(replay: replay), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
@@ -226,7 +228,8 @@ public final class PostCenter: Sendable {
         line: Int = #line, handler: @escaping @Sendable (Payload) -> Void
     ) -> Subscription {
         let executor = delivery._executor
-        let entry = replay ? _replayableEntry(executor, handler) : _makeEntry(executor, handler)
+        let pacing = delivery._pacing(replay: replay)
+        let entry = replay ? _replayableEntry(executor, handler) : _makeEntry(executor, pacing: pacing, handler)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
@@ -278,7 +281,7 @@ public final class PostCenter: Sendable {
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, selector)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(replay: replay), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 
@@ -322,9 +325,15 @@ public final class PostCenter: Sendable {
 
     /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
     func _makeEntry<Payload>(
-        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
         _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
+        if let pacing, !once {
+            return _pacedEntry(executor, pacing, observer: nil, sender: sender) { (_, payload: Payload) in
+                handler(payload)
+                return true
+            }
+        }
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
         if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
         return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
@@ -337,23 +346,27 @@ public final class PostCenter: Sendable {
     /// The entry for a plain-name handler: the direct-call `_EnvelopeHandler` when there is no
     /// option.
     func _makeEnvelopeEntry(
-        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
         _ handler: @escaping (PostObject) -> Void
     ) -> _Entry {
-        if case .immediate = executor, !once, sender == nil { return _EnvelopeHandler(handler) }
-        return _makeEntry(executor, once: once, sender: sender, handler)
+        if case .immediate = executor, !once, sender == nil, pacing == nil { return _EnvelopeHandler(handler) }
+        return _makeEntry(executor, once: once, sender: sender, pacing: pacing, handler)
     }
 
     /// The entry for a selector registration: the entry holds the observer weakly and passes
     /// it, loaded, to the calling closure.
     func _observerEntry<Observer: AnyObject, Payload>(
-        _ observer: Observer, _ executor: _Executor, _ selector: @escaping (Observer) -> (Payload) -> Void
+        _ observer: Observer, _ executor: _Executor, pacing: Pacing? = nil,
+        _ selector: @escaping (Observer) -> (Payload) -> Void
     ) -> _Entry {
-        _Slow(executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor)) {
-            target, payload in
+        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
             guard let target else { return false }
             selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true
         }
+        if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        return _Slow(
+            executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor),
+            invoke: invoke)
     }
 }

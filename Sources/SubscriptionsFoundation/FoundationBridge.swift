@@ -165,8 +165,9 @@ final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
 // MARK: Notification → PostObject
 
 extension PostObject {
-    /// Reads the envelope back from a Foundation notification whose `object` is a ``PostObject``,
-    /// such as one reposted by `PostCenter.forward(_:to:)`.
+    /// Reads the envelope back from a Foundation notification reposted by
+    /// `PostCenter.forward(_:to:)` (its `userInfo` holds the post under
+    /// ``UserInfoKey/post``), or whose `object` is a ``PostObject``.
     ///
     /// ```swift
     /// NotificationCenter.default.subscribe(to: Notification.Name("login")) { notification in
@@ -178,12 +179,16 @@ extension PostObject {
     /// The result is a **copy** of the envelope: the same ``flag``, the same ``data`` object
     /// (held weakly, like the original: it reads `nil` once the data object deallocated) and,
     /// for an envelope of a typed post, the same ``payload(as:)`` value. For the original object
-    /// itself, use `notification.object as? PostObject`. The initialiser fails (`nil`) when the
-    /// notification's object is not a `PostObject` (or is `nil`).
+    /// itself, use `notification.userInfo?[PostObject.UserInfoKey.post] as? PostObject`. The
+    /// initialiser fails (`nil`) when the notification carries no `PostObject` in either place.
     ///
-    /// - Parameter notification: A notification whose `object` is a `PostObject`.
+    /// - Parameter notification: A notification forwarded by a ``PostCenter``, or whose `object`
+    ///   is a `PostObject`.
     public convenience init?(_ notification: Notification) {
-        guard let original = notification.object as? PostObject else { return nil }
+        guard
+            let original = notification.object as? PostObject
+                ?? notification.userInfo?[PostObject.UserInfoKey.post] as? PostObject
+        else { return nil }
         let data = original.data
         if data == nil, let value = original.payload(as: Any.self) {
             // The envelope of a typed post with a value payload (its flag is always empty).
@@ -194,18 +199,85 @@ extension PostObject {
     }
 }
 
+extension PostObject {
+    /// The `userInfo` keys of the notifications that `PostCenter.forward(_:to:)` posts, for
+    /// legacy observers that read them: `note.userInfo?[PostObject.UserInfoKey.flag] as? String`.
+    public enum UserInfoKey {
+        /// The post's ``PostObject/flag``, a `String` (empty for typed posts).
+        public static let flag = "flag"
+        /// The post's ``PostObject/data`` object; absent when the post has none (or it deallocated).
+        public static let data = "data"
+        /// The post's ``PostObject`` itself; ``PostObject/init(_:)`` reads it.
+        public static let post = "post"
+    }
+
+    /// The `userInfo` of a forwarded notification.
+    fileprivate var _userInfo: [AnyHashable: Any] {
+        var info: [AnyHashable: Any] = [UserInfoKey.flag: flag, UserInfoKey.post: self]
+        if let data { info[UserInfoKey.data] = data }
+        return info
+    }
+}
+
+// MARK: NotificationCenter → PostCenter
+
+extension NotificationCenter {
+    /// Relays the notifications named `name` (optionally only those of one sender) into
+    /// `center` as typed posts of `topic`, until the returned token is cancelled or dropped.
+    ///
+    /// ```swift
+    /// let keyboard = NotificationCenter.default.relay(UIResponder.keyboardWillShowNotification,
+    ///                                                 to: .keyboard, on: center) { note in Keyboard(note) }
+    /// ```
+    ///
+    /// Each notification is turned into a payload by `transform` and posted to `topic`
+    /// synchronously, on the thread that posted the notification, before its `post` returns.
+    /// When the notification's `object` is an object, the relayed post is made `from:` it, so
+    /// `subscribe(_:from:…)` filters see the same sender.
+    ///
+    /// - Parameters:
+    ///   - name: The notification name to relay.
+    ///   - object: Only notifications posted with this sender are relayed; `nil` for every
+    ///     sender. Matched by Foundation as in `addObserver(forName:object:queue:using:)`.
+    ///   - topic: The topic the payloads are posted to.
+    ///   - center: The center to post to; held until the token is cancelled or deinitialised.
+    ///   - transform: Makes the payload of one notification. Called on the posting thread; held
+    ///     until the token is cancelled or deinitialised, then released.
+    /// - Returns: The token that keeps the relay alive: the Foundation observer is removed with
+    ///   it, with the guarantees of ``NotificationCenter/subscribe(to:object:queue:handler:)``
+    ///   (when `cancel()` returns, no relay is running on another thread and none starts again).
+    public func relay<Payload>(
+        _ name: Notification.Name, object: AnyObject? = nil, to topic: Topic<Payload>, on center: PostCenter,
+        transform: @escaping @Sendable (Notification) -> Payload
+    ) -> Subscription {
+        subscribe(to: name, object: object) { notification in
+            let payload = transform(notification)
+            if let sender = notification.object, type(of: sender) is AnyClass {
+                center.post(topic, payload, from: sender as AnyObject)
+            } else {
+                center.post(topic, payload)
+            }
+        }
+    }
+}
+
 // MARK: PostCenter → NotificationCenter
 
 extension PostCenter {
     /// Reposts every post of `name` to a `NotificationCenter`, for code that still listens there.
     ///
-    /// Each post becomes a `Notification` named `name` whose `object` is the post's
-    /// ``PostObject`` (for a typed post, the envelope the center makes for plain subscribers:
-    /// its ``PostObject/payload(as:)`` returns the value), with no `userInfo`. Read it back with
-    /// ``PostObject/init(_:)``.
+    /// Each post becomes a `Notification` named `name` whose `object` is the post's **sender**
+    /// (`post(_:_:from:)`; `nil` for a post made without one), so a legacy observer registered
+    /// with `object: sender` receives exactly that sender's posts. The `userInfo` carries the
+    /// post: ``PostObject/UserInfoKey/flag`` (a `String`), ``PostObject/UserInfoKey/data`` (the
+    /// data object, when the post has one) and ``PostObject/UserInfoKey/post`` (the
+    /// ``PostObject`` itself; for a typed post, the envelope whose ``PostObject/payload(as:)``
+    /// returns the value). Read it back with ``PostObject/init(_:)``.
     ///
     /// ```swift
     /// let bridge = center.forward("login")          // to NotificationCenter.default
+    /// center.post("login", flag: "sso", from: session)
+    /// // A legacy observer of "login" with object: session gets userInfo["flag"] == "sso".
     /// ```
     ///
     /// Forwarding is an ordinary immediate subscription: it runs on the posting thread, in
@@ -224,8 +296,8 @@ extension PostCenter {
         _ name: String, to center: NotificationCenter = .default, fileID: String = #fileID, line: Int = #line
     ) -> Subscription {
         let notificationName = Notification.Name(name)
-        return self.subscribe(name, fileID: fileID, line: line) { post in
-            center.post(name: notificationName, object: post)
+        return _subscribeWithSender(name, fileID: fileID, line: line) { post, sender in
+            center.post(name: notificationName, object: sender, userInfo: post._userInfo)
         }
     }
 
@@ -233,9 +305,10 @@ extension PostCenter {
     ///
     /// Forwards exactly the posts a subscriber of `topic` would receive: typed posts of `topic`,
     /// and plain posts whose ``PostObject/data`` is a `Payload`. The notification is named
-    /// `topic.name` and its `object` is the post's ``PostObject``; for a typed post, its
-    /// ``PostObject/payload(as:)`` returns the value. The forwarder counts as one subscriber of
-    /// the name, in every post of the name (also those it skips).
+    /// `topic.name`, its `object` is the post's sender and its `userInfo` the post, as for
+    /// the `forward(_:to:)` of a name; for a typed post, ``PostObject/init(_:)`` gives back
+    /// an envelope whose ``PostObject/payload(as:)`` returns the value. The forwarder counts as
+    /// one subscriber of the name, in every post of the name (also those it skips).
     ///
     /// - Parameters:
     ///   - topic: The topic to forward.
@@ -248,9 +321,9 @@ extension PostCenter {
         line: Int = #line
     ) -> Subscription {
         let notificationName = Notification.Name(topic.name)
-        return self.subscribe(topic.name, fileID: fileID, line: line) { post in
+        return _subscribeWithSender(topic.name, fileID: fileID, line: line) { post, sender in
             guard post.payload(as: Payload.self) != nil else { return }
-            center.post(name: notificationName, object: post)
+            center.post(name: notificationName, object: sender, userInfo: post._userInfo)
         }
     }
 }

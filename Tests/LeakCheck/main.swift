@@ -268,7 +268,7 @@ extension Style {
             }
             let forward = center.forward("leak.forward", to: notifications)
             let forwarded = notifications.subscribe(to: Notification.Name("leak.forward")) { note in
-                if (note.object as? PostObject)?.data is Payload { called() }
+                if PostObject(note)?.data is Payload { called() }
             }
             notifications.post(name: Notification.Name("leak.foundation"), object: nil)
             center.post("leak.forward", data: Payload(i))

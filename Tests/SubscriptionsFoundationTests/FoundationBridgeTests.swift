@@ -333,7 +333,7 @@ private final class TokenOwner: @unchecked Sendable {
         let names = Seen<String>()
         let observer = center.subscribe(to: Notification.Name("bridge.login")) { note in
             names.append(note.name.rawValue)
-            if let post = note.object as? PostObject { seen.append(post) }
+            if let post = note.userInfo?[PostObject.UserInfoKey.post] as? PostObject { seen.append(post) }
         }
         let forwarding = posts.forward("bridge.login", to: center)
         let envelope = PostObject(flag: "sso")
@@ -389,5 +389,81 @@ private final class TokenOwner: @unchecked Sendable {
         posts.post(name, flag: "x")
         #expect(captured.count == 1)
         withExtendedLifetime((observer, forwarding)) {}
+    }
+
+    // MARK: forward keeps the sender, relay maps notifications into topics
+
+    /// A legacy observer that filters on the sender (`object:`) receives exactly that sender's
+    /// forwarded posts, with the flag and data in `userInfo`; a post without a sender arrives with
+    /// `object == nil`.
+    @Test func forwardKeepsTheSenderAsObjectAndPassesFlagAndDataInUserInfo() {
+        final class Sender: Sendable {}
+        final class Data: Sendable {}
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let sender = Sender()
+        let other = Sender()
+        let data = Data()
+        let flags = Seen<String>()
+        let datas = Seen<Bool>()
+        let legacy = center.subscribe(to: Notification.Name("bridge.sender"), object: sender) { note in
+            flags.append(note.userInfo?[PostObject.UserInfoKey.flag] as? String ?? "?")
+            datas.append(note.userInfo?[PostObject.UserInfoKey.data] as AnyObject? === data)
+        }
+        let objects = Seen<Bool>()
+        let everyone = center.subscribe(to: Notification.Name("bridge.sender")) { note in
+            objects.append(note.object == nil)
+        }
+        let forwarding = posts.forward("bridge.sender", to: center)
+        posts.post("bridge.sender", flag: "mine", data: data, from: sender)
+        posts.post("bridge.sender", flag: "theirs", from: other)
+        posts.post("bridge.sender", flag: "nobody's")
+        #expect(flags.all == ["mine"])
+        #expect(datas.all == [true])
+        #expect(objects.all == [false, false, true])
+        withExtendedLifetime((legacy, everyone, forwarding)) {}
+    }
+
+    /// A notification posted by `NotificationCenter` arrives as a typed payload; with `object:`
+    /// only that sender's notifications are relayed, and the relayed post is made from the sender.
+    /// Cancelling the token removes the observer.
+    @Test func relayTurnsANotificationIntoATypedPost() {
+        struct Keyboard: Sendable, Equatable {
+            let height: Int
+            let animated: Bool
+            init(height: Int, animated: Bool) {
+                self.height = height
+                self.animated = animated
+            }
+            init(_ note: Notification) {
+                height = note.userInfo?["height"] as? Int ?? -1
+                animated = note.userInfo?["animated"] as? Bool ?? false
+            }
+        }
+        final class Window: Sendable {}
+        let keyboard = Topic<Keyboard>("bridge.keyboard")
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let window = Window()
+        let other = Window()
+        let name = Notification.Name("KeyboardWillShow")
+        let received = Seen<Keyboard>()
+        let fromWindow = Seen<Int>()
+        let subscriber = posts.subscribe(keyboard) { received.append($0) }
+        let filtered = posts.subscribe(keyboard, from: window) { fromWindow.append($0.height) }
+        let relay = center.relay(name, object: window, to: keyboard, on: posts) { note in Keyboard(note) }
+        center.post(name: name, object: window, userInfo: ["height": 300, "animated": true])
+        center.post(name: name, object: other, userInfo: ["height": 1, "animated": false])
+        #expect(received.all == [Keyboard(height: 300, animated: true)])
+        #expect(fromWindow.all == [300])
+
+        let any = center.relay(name, to: keyboard, on: posts) { note in Keyboard(note) }
+        center.post(name: name, object: nil, userInfo: ["height": 5])
+        #expect(received.all.map(\.height) == [300, 5])
+        relay.cancel()
+        any.cancel()
+        center.post(name: name, object: window, userInfo: ["height": 7])
+        #expect(received.all.map(\.height) == [300, 5])
+        withExtendedLifetime((subscriber, filtered)) {}
     }
 }

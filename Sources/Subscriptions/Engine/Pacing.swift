@@ -1,0 +1,468 @@
+import Dispatch
+import Synchronization
+
+// Paced delivery: coalesced, throttled and debounced (`Delivery.coalesced` and friends).
+//
+// **Slot.** A paced entry keeps at most one payload: the newest. A post replaces it under the
+// slot's spin lock and returns; only the post that fills an empty slot pays more (it counts the
+// delivery for `waitForPendingDeliveries()`), and only one that finds no wake-up armed schedules
+// one (a block on the entry's queue, or `asyncAfter` for a later deadline). So while a payload is
+// pending, a post allocates nothing.
+//
+// **One chain of calls.** `armed` stays set from the moment a wake-up is scheduled until the
+// chain ends with an empty slot: the wake-up takes the payload and calls the handler, and when the
+// handler returns it looks at the slot again and, if a newer payload arrived meanwhile, schedules
+// the next wake-up (at once, or when the interval allows). Calls therefore never overlap, even on
+// a concurrent queue, no slot is delivered twice, and the last call gets the newest payload.
+//
+// **Cancellation.** Every wake-up runs inside a queued-call frame (`_Route._beginQueuedCall`,
+// which refuses a cancelled or paused entry), so `cancel()` waits for a running call exactly as
+// for a queued delivery; the canceller's `releaseHandler()` drops the pending payload. Wake-ups
+// hold the entry weakly: a timer keeps neither the entry nor, through it, the handler's captures
+// (the subscriber) alive.
+//
+// The decisions (when to call, when to wait, when to stop) are `_PacingMachine`'s, a plain struct
+// whose transitions are tested without threads or clocks.
+
+/// The timing decisions of one paced subscription, with times in nanoseconds of one monotonic
+/// clock (`DispatchTime.uptimeNanoseconds`). A value type with no lock: its owner guards it.
+struct _PacingMachine {
+    /// How calls are spaced: 0 for coalesced (as soon as possible), else the interval.
+    let interval: UInt64
+    /// Debounced (the interval counts from the last post) rather than throttled (from the last
+    /// call's start).
+    let debounce: Bool
+    /// A payload waits in the slot.
+    private(set) var full = false
+    /// A wake-up is scheduled, or a call is running; either will look at the slot again.
+    private(set) var armed = false
+    /// When the last call started; `nil` before the first.
+    private(set) var lastCall: UInt64?
+    /// When the last post arrived.
+    private(set) var lastPost: UInt64 = 0
+
+    init(interval: UInt64, debounce: Bool) {
+        self.interval = interval
+        self.debounce = debounce
+    }
+
+    /// Whether the machine needs the time of each post: a debounce counts from it, a throttle
+    /// may arm a wake-up with it. Coalescing never looks at the clock.
+    var needsPostTime: Bool { interval > 0 }
+
+    /// What a wake-up does.
+    enum Wake: Equatable {
+        /// Take the payload and call the handler.
+        case call
+        /// Too early: schedule another wake-up after this many nanoseconds.
+        case wait(UInt64)
+        /// Nothing to deliver: the chain ended.
+        case idle
+    }
+
+    /// A post stored its payload at `now`. Returns whether it filled an empty slot, and the
+    /// delay of the wake-up to schedule (`nil` when one is armed already).
+    mutating func posted(at now: UInt64) -> (filled: Bool, arm: UInt64?) {
+        let filled = !full
+        full = true
+        if debounce { lastPost = now }
+        if armed { return (filled, nil) }
+        armed = true
+        return (filled, delay(at: now))
+    }
+
+    /// A wake-up ran at `now`.
+    mutating func woke(at now: UInt64) -> Wake {
+        guard full else {
+            armed = false
+            return .idle
+        }
+        let due = self.due
+        if now < due { return .wait(due - now) }
+        full = false
+        lastCall = now
+        return .call
+    }
+
+    /// The call that `woke` allowed returned at `now`. Returns the delay of the next wake-up
+    /// when a payload arrived meanwhile, or `nil` when the chain ended.
+    mutating func called(at now: UInt64) -> UInt64? {
+        guard full else {
+            armed = false
+            return nil
+        }
+        return delay(at: now)
+    }
+
+    /// The wake-up was refused (paused or cancelled): the payload is dropped and the chain ends.
+    /// Returns whether there was a payload.
+    mutating func drop() -> Bool {
+        let had = full
+        full = false
+        armed = false
+        return had
+    }
+
+    /// The payload is dropped (cancelled), but a scheduled wake-up may still come and end the
+    /// chain. Returns whether there was a payload.
+    mutating func empty() -> Bool {
+        let had = full
+        full = false
+        return had
+    }
+
+    /// The earliest time the next call may start.
+    /// Coalescing never waits (and its posts pass no time, see `needsPostTime`).
+    private var due: UInt64 {
+        if interval == 0 { return 0 }
+        if debounce { return lastPost &+ interval }
+        guard let lastCall else { return 0 }
+        return lastCall &+ interval
+    }
+
+    private func delay(at now: UInt64) -> UInt64 {
+        let due = self.due
+        return due > now ? due - now : 0
+    }
+}
+
+/// The monotonic clock of paced deliveries, in nanoseconds (the clock `asyncAfter` uses).
+@inline(__always)
+func _pacingNow() -> UInt64 {
+    DispatchTime.now().uptimeNanoseconds
+}
+
+/// The newest payload of one paced subscription, with its machine, behind a spin lock.
+///
+/// The storage is managed by hand (one payload's worth, allocated once): the owner's methods run
+/// unspecialised, where an `Optional<Payload>` would ask the runtime for its metadata on every
+/// post. No user code runs under the lock: a replaced payload is destroyed after unlocking.
+final class _PaceSlot<Payload>: @unchecked Sendable {
+    // @unchecked: `machine`, `storage`'s contents and `epoch` are only touched under `locked`;
+    // `tracker` is immutable.
+
+    private let locked = Atomic<Bool>(false)
+    @exclusivity(unchecked) private var machine: _PacingMachine
+    /// One payload's memory; initialised exactly while `machine.full`.
+    private let storage = UnsafeMutablePointer<Payload>.allocate(capacity: 1)
+    /// The `waitForPendingDeliveries()` epoch of the pending payload (counted when it filled the
+    /// slot, ended when it was delivered or dropped).
+    @exclusivity(unchecked) private var epoch: UInt64 = 0
+    let tracker: _DeliveryTracker?
+    /// `machine.needsPostTime`, read without the lock.
+    private let needsPostTime: Bool
+
+    init(_ machine: _PacingMachine, tracker: _DeliveryTracker?) {
+        self.machine = machine
+        self.tracker = tracker
+        self.needsPostTime = machine.needsPostTime
+    }
+
+    /// Stores the payload at `raw` (a `Payload`) as the newest: `offer(_:)`, with a plain copy of
+    /// the bytes when `Payload` is trivial (an `Int`, a `Double`, a struct of them). This code
+    /// runs unspecialised, where every copy, move and destruction of a `Payload` is an indirect
+    /// call into its value witnesses; a trivial payload needs none of them and has no deinit, so
+    /// the replaced one is simply overwritten.
+    @inline(__always)
+    func offer(raw: UnsafeRawPointer) -> UInt64? {
+        guard _isPOD(Payload.self) else { return offer(raw.assumingMemoryBound(to: Payload.self).pointee) }
+        let now = needsPostTime ? _pacingNow() : 0
+        lock()
+        UnsafeMutableRawPointer(storage).copyMemory(from: raw, byteCount: MemoryLayout<Payload>.size)
+        let (filled, arm) = machine.posted(at: now)
+        if filled, let tracker { epoch = tracker.begin() }
+        unlock()
+        return arm
+    }
+
+    /// Stores `payload` as the newest. Returns the delay of a wake-up to schedule, if none is
+    /// armed.
+    @inline(__always)
+    func offer(_ payload: Payload) -> UInt64? {
+        let now = needsPostTime ? _pacingNow() : 0
+        lock()
+        let replaced = machine.full
+        // `payload` stands in for "nothing replaced": destroying a copy of it is harmless.
+        let old = replaced ? storage.move() : payload
+        storage.initialize(to: payload)
+        let (filled, arm) = machine.posted(at: now)
+        if filled, let tracker { epoch = tracker.begin() }
+        unlock()
+        withExtendedLifetime(old) {}  // a replaced payload's deinit is user code: after unlocking
+        return arm
+    }
+
+    /// A wake-up, inside its call frame: on `.call`, the payload is moved to `out` and its epoch
+    /// returned; the caller ends it with `finished(_:)` after the call.
+    func take(into out: UnsafeMutablePointer<Payload>) -> (_PacingMachine.Wake, UInt64) {
+        let now = _pacingNow()
+        lock()
+        let wake = machine.woke(at: now)
+        if wake == .call { out.moveInitialize(from: storage, count: 1) }
+        let epoch = self.epoch
+        unlock()
+        return (wake, epoch)
+    }
+
+    /// The call returned: counts its delivery as done; returns the delay of the next wake-up.
+    func finished(_ epoch: UInt64) -> UInt64? {
+        let now = _pacingNow()
+        lock()
+        let next = machine.called(at: now)
+        unlock()
+        tracker?.end(epoch)
+        return next
+    }
+
+    /// A wake-up was refused: when `rearm` (the entry is active again), keeps the chain and
+    /// returns 0 (wake up again at once); otherwise drops the payload and ends the chain.
+    func refused(rearm: Bool) -> UInt64? {
+        if rearm { return 0 }
+        dropPayload(endingChain: true)
+        return nil
+    }
+
+    /// Drops the pending payload, if any (destroyed after unlocking), and counts it as done.
+    func dropPayload(endingChain: Bool) {
+        withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch in
+            let out = scratch.baseAddress.unsafelyUnwrapped
+            lock()
+            let had = endingChain ? machine.drop() : machine.empty()
+            if had { out.moveInitialize(from: storage, count: 1) }
+            let epoch = self.epoch
+            unlock()
+            if had {
+                out.deinitialize(count: 1)
+                tracker?.end(epoch)
+            }
+        }
+    }
+
+    @inline(__always)
+    private func lock() {
+        var attempt = 0
+        while !locked.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            repeat {
+                if attempt >= 64 { _backoff(attempt - 64) }
+                attempt += 1
+            } while locked.load(ordering: .relaxed)
+        }
+    }
+
+    @inline(__always)
+    private func unlock() {
+        locked.store(false, ordering: .releasing)
+    }
+
+    deinit {
+        if machine.full {
+            storage.deinitialize(count: 1)
+            tracker?.end(epoch)
+        }
+        storage.deallocate()
+    }
+}
+
+/// A paced registration (`.queue(q).coalesced`, `.mainActor.throttled(…)`, …): its handler runs
+/// on `queue` (the main queue for main-actor delivery) in one chain of calls, with the newest
+/// payload; see the comment at the top of this file.
+final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
+    // @unchecked: `invoke` is written only by `releaseHandler()`, after the canceller's wait, and
+    // read only inside a queued-call frame after checking the state; the weak references are
+    // written only in `init`; `slot` is locked.
+
+    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) -> Bool)?
+    let queue: DispatchQueue
+    let slot: _PaceSlot<Payload>
+    /// The observer of a selector registration (`observed`), held weakly.
+    weak var observer: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
+    let observed: Bool
+    let observerID: ObjectIdentifier?
+    /// The only sender this subscription accepts (`filtered`), held weakly.
+    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
+    let filtered: Bool
+
+    init(
+        queue: DispatchQueue, machine: _PacingMachine, observer: AnyObject?, sender: AnyObject?,
+        tracker: _DeliveryTracker?, invoke: @escaping (AnyObject?, Payload) -> Bool
+    ) {
+        self.invoke = invoke
+        self.queue = queue
+        self.slot = _PaceSlot(machine, tracker: tracker)
+        self.observer = observer
+        self.observed = observer != nil
+        self.observerID = observer.map(ObjectIdentifier.init)
+        self.sender = sender
+        self.filtered = sender != nil
+    }
+
+    override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
+        if filtered {
+            guard let sender, let postSender, sender === postSender else { return false }
+        }
+        if observed && observer == nil { return false }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
+        offer(payload, route)
+        return true
+    }
+
+    /// A typed post of exactly `Payload` hands the value over without an envelope, unless a
+    /// sender filter needs the post's sender (the envelope path has it).
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        if observed && observer == nil { return false }
+        if let delay = slot.offer(raw: payload) { arm(delay, route) }
+        return true
+    }
+
+    @inline(__always)
+    private func offer(_ payload: Payload, _ route: _Route) {
+        if let delay = slot.offer(payload) { arm(delay, route) }
+    }
+
+    /// Schedules a wake-up on the queue after `delay` nanoseconds. It holds the entry weakly.
+    private func arm(_ delay: UInt64, _ route: _Route) {
+        let box = _UncheckedSendable(route)
+        let wake: @Sendable () -> Void = { [weak self] in _PacedEntry.wake(self, box.value) }
+        if delay == 0 {
+            queue.async(execute: wake)
+        } else {
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: wake)
+        }
+    }
+
+    /// One wake-up: inside a frame of its own (so that `cancel()` waits for it), takes the
+    /// payload and calls the handler, or waits longer, or ends the chain.
+    private static func wake(_ weakEntry: _PacedEntry?, _ route: _Route) {
+        _withFrameCell { cell in
+            // One optional binding only, so that `entry = nil` below really drops this block's
+            // reference before the frame unlinks: the canceller's release stays the last one.
+            var entry = weakEntry
+            guard let ticket = entry.flatMap({ route._beginQueuedCall($0, cell) }) else {
+                entry?.refused(route)
+                return
+            }
+            entry?.call(route)
+            entry = nil
+            route._endCall(ticket)
+        }
+    }
+
+    private func call(_ route: _Route) {
+        let next = withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
+            let payload = scratch.baseAddress.unsafelyUnwrapped
+            let (wake, epoch) = slot.take(into: payload)
+            switch wake {
+            case .idle: return nil
+            case .wait(let delay): return delay
+            case .call:
+                let observer = self.observer
+                if !observed || observer != nil { _ = invoke?(observer, payload.pointee) }
+                payload.deinitialize(count: 1)  // inside the frame: a waiting `cancel()` returns after it
+                return slot.finished(epoch)
+            }
+        }
+        if let next { arm(next, route) }
+    }
+
+    /// The wake-up was refused: paused, cancelled or detached. Active again already (resumed in
+    /// between), it tries again; otherwise the pending payload is dropped.
+    private func refused(_ route: _Route) {
+        let active = state.load(ordering: .relaxed) == _Entry.active && !route.detached.load(ordering: .relaxed)
+        if let next = slot.refused(rearm: active) { arm(next, route) }
+    }
+
+    override func releaseHandler() {
+        slot.dropPayload(endingChain: false)
+        invoke = nil
+    }
+
+    override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
+        if filtered {
+            guard let sender else { return false }
+            keep.append(sender)
+        }
+        guard observed else { return true }
+        guard let observer else { return false }
+        keep.append(observer)
+        return true
+    }
+}
+
+extension _PacedEntry: _ObserverHolding {
+    var _observerID: ObjectIdentifier? { observerID }
+}
+
+/// A coalescing registration on an actor (`subscribe(_:on:coalesced: true)`): the newest payload
+/// waits in a slot, and one task at a time hops onto the actor to hand it over; see the comment
+/// at the top of this file. The actor is held weakly; a task holds it only while it runs on it.
+final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @unchecked Sendable {
+    // @unchecked: as `_ActorEntry`: `handler` is written only by `releaseHandler()`, after the
+    // canceller's wait, and read only inside a queued-call frame; `actor` is a weak reference
+    // written once in `init`; `slot` is locked.
+
+    @exclusivity(unchecked) weak var actor: A?
+    @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
+    let slot = _PaceSlot<Payload>(_PacingMachine(interval: 0, debounce: false), tracker: nil)
+
+    init(actor: A, handler: @escaping (isolated A, Payload) -> Void) {
+        self.actor = actor
+        self.handler = handler
+    }
+
+    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
+        guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+        if slot.offer(payload) != nil { start(route) }
+        return true
+    }
+
+    override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        guard actor != nil else { return false }
+        if slot.offer(raw: payload) != nil { start(route) }
+        return true
+    }
+
+    /// Starts the task of one call. It holds the entry, and the actor only while it runs on it.
+    private func start(_ route: _Route) {
+        let box = _UncheckedSendable((self, route))
+        Task {
+            let (entry, route) = box.value
+            guard let actor = entry.actor else {
+                entry.slot.dropPayload(endingChain: true)
+                return
+            }
+            await entry.run(on: actor, route)
+        }
+    }
+
+    private func run(on actor: isolated A, _ route: _Route) async {
+        let next = _withFrameCell { cell -> UInt64? in
+            guard let ticket = route._beginQueuedCall(self, cell) else {
+                let active = state.load(ordering: .relaxed) == _Entry.active && !route.detached.load(ordering: .relaxed)
+                return slot.refused(rearm: active)
+            }
+            defer { route._endCall(ticket) }
+            return withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
+                let payload = scratch.baseAddress.unsafelyUnwrapped
+                let (wake, epoch) = slot.take(into: payload)
+                guard wake == .call else { return nil }  // coalesced: never `.wait`
+                handler?(actor, payload.pointee)
+                payload.deinitialize(count: 1)
+                return slot.finished(epoch)
+            }
+        }
+        if next != nil { start(route) }
+    }
+
+    override func releaseHandler() {
+        slot.dropPayload(endingChain: false)
+        handler = nil
+    }
+
+    override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
+        guard let actor else { return false }
+        keep.append(actor)
+        return true
+    }
+}
