@@ -309,19 +309,21 @@
                 return true
             }
             let lease = core.bind(topic.name, inbound, owner: self)
-            return center.subscribe(topic, fileID: fileID, line: line) { [lease] payload in
-                guard !lease.isInbound else { return }
-                // One array per post: header, kind and body written straight into it, then queued.
-                var message = lease.core.header
-                message.reserveCapacity(64)
-                message.append(_Wire.typed)
-                do {
-                    try _Codec.encode(payload, into: &message)
-                } catch {
-                    lease.core.dropped.add(1, ordering: .relaxed)
-                    return
+            return _RelayRegistration.token(lease, name: topic.name) {
+                center.subscribe(topic, fileID: fileID, line: line) { [lease] payload in
+                    guard !lease.isInbound else { return }
+                    // One array per post: header, kind and body written straight into it, then queued.
+                    var message = lease.core.header
+                    message.reserveCapacity(64)
+                    message.append(_Wire.typed)
+                    do {
+                        try _Codec.encode(payload, into: &message)
+                    } catch {
+                        lease.core.dropped.add(1, ordering: .relaxed)
+                        return
+                    }
+                    lease.core.enqueue(channel: lease.channelBytes, message: message)
                 }
-                lease.core.enqueue(channel: lease.channelBytes, message: message)
             }
         }
 
@@ -357,9 +359,11 @@
                 return true
             }
             let lease = core.bind(name, inbound, owner: self)
-            return center.subscribe(name, fileID: fileID, line: line) { [lease] post in
-                guard !lease.isInbound else { return }
-                lease.send(kind: _Wire.plain, body: post.flag.utf8)
+            return _RelayRegistration.token(lease, name: name) {
+                center.subscribe(name, fileID: fileID, line: line) { [lease] post in
+                    guard !lease.isInbound else { return }
+                    lease.send(kind: _Wire.plain, body: post.flag.utf8)
+                }
             }
         }
 

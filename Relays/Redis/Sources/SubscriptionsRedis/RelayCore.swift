@@ -254,6 +254,43 @@
         var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
     }
 
+    /// A relay token's registration: the center subscription of the local direction and the lease
+    /// of the channel. Cancelling or dropping the token unbinds the channel at once (so the name
+    /// can be relayed again right away and nothing more arrives from Redis), then cancels the
+    /// subscription (a drop releases it with the token, which never waits, as every drop).
+    final class _RelayRegistration: _ExternalRegistration, @unchecked Sendable {
+        // @unchecked: both properties are immutable and Sendable-safe (`Subscription` is
+        // thread-safe; `_Lease` is Sendable).
+        private let subscription: Subscription
+        private let lease: _Lease
+        private let name: String
+
+        private init(subscription: Subscription, lease: _Lease, name: String) {
+            self.subscription = subscription
+            self.lease = lease
+            self.name = name
+        }
+
+        /// The token of a relayed name: `subscribe` makes the local subscription.
+        static func token(_ lease: _Lease, name: String, _ subscribe: () -> Subscription) -> Subscription {
+            Subscription(_external: _RelayRegistration(subscription: subscribe(), lease: lease, name: name))
+        }
+
+        func cancel(waiting: Bool) {
+            lease.end()
+            if waiting { subscription.cancel() }
+            // Not waiting (a token's deinit): `subscription` goes with this registration, right
+            // after, and its own deinit cancels without waiting.
+        }
+
+        func setPaused(_ paused: Bool) {
+            if paused { subscription.pause() } else { subscription.resume() }
+        }
+
+        var isActive: Bool { subscription.isActive }
+        var debugName: String { "relay \(name)" }
+    }
+
     /// What the relay's local handler for a name holds: when the center releases the handler (the
     /// token was cancelled or dropped), the lease deinitialises and unbinds the channel, which stops
     /// the inbound direction too. It also keeps the relay (and so its threads) alive while the token
@@ -275,6 +312,9 @@
         }
 
         deinit { core.unbind(channel, inbound) }
+
+        /// Unbinds the channel now (idempotent: `unbind` removes only this lease's own binding).
+        func end() { core.unbind(channel, inbound) }
 
         /// Whether the current post is this channel's own inbound message, being posted by the
         /// subscriber thread: publishing it would echo it back to Redis.
