@@ -114,9 +114,12 @@ private actor Owner {
     }
 
     /// Subscribes a handler that drops the actor's own token on the first post.
-    func startDroppingTokenInHandler(_ center: PostCenter, _ topic: Topic<Int>, _ done: DispatchSemaphore) {
+    func startDroppingTokenInHandler(
+        _ center: PostCenter, _ topic: Topic<Int>, _ entered: DispatchSemaphore, _ done: DispatchSemaphore
+    ) {
         token = center.subscribe(topic, on: self) { owner, value in
             owner.received.append(value)
+            entered.signal()
             owner.token = nil  // deinit cancels from inside the handler: must return at once
             done.signal()
         }
@@ -366,10 +369,12 @@ struct ActorDeliveryTests {
         let topic = Topic<Int>("inside")
         let inbox = GatedInbox<Int>("inside")
         let slot = TokenSlot()
+        let entered = DispatchSemaphore(value: 0)
         let returned = DispatchSemaphore(value: 0)
         let activeAfterCancel = Recorder<Bool>()
         slot.token = center.subscribe(topic, on: inbox) { inbox, value in
             inbox.receive(value)
+            entered.signal()
             slot.cancel()
             activeAfterCancel.append(slot.token?.isActive ?? true)
             returned.signal()
@@ -377,11 +382,16 @@ struct ActorDeliveryTests {
         inbox.executor.queue.suspend()
         for i in 0..<5 { #expect(center.post(topic, i) == 1) }
         inbox.executor.queue.resume()
+        let neverRan = Flag()
         let timedOut = Flag()
         await onThread {
-            // A deadlock guard, not a timing assertion.
-            if returned.wait(timeout: .now() + 5) == .timedOut { timedOut.set() }
+            // Deadlock guards, not timing assertions. The delivery's task may wait long for the
+            // cooperative pool when other tests hold it (under ThreadSanitizer, two slow tests on
+            // two cores), so the cancel's own guard starts once the handler runs.
+            if entered.wait(timeout: .now() + 300) == .timedOut { neverRan.set() }
+            if returned.wait(timeout: .now() + 10) == .timedOut { timedOut.set() }
         }
+        #expect(!neverRan.isSet, "the handler on the actor never ran")
         #expect(!timedOut.isSet, "cancel() from inside the handler on the actor did not return")
         inbox.executor.queue.sync {}
         #expect(activeAfterCancel.values == [false])
@@ -393,13 +403,18 @@ struct ActorDeliveryTests {
         let topic = Topic<Int>("drop")
         let (gone, goneContinuation) = AsyncStream<Void>.makeStream()
         let owner = Owner(gone: goneContinuation)
+        let entered = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
-        await owner.startDroppingTokenInHandler(center, topic, done)
+        await owner.startDroppingTokenInHandler(center, topic, entered, done)
         for i in 0..<3 { center.post(topic, i) }
+        let neverRan = Flag()
         let timedOut = Flag()
         await onThread {
-            if done.wait(timeout: .now() + 5) == .timedOut { timedOut.set() }
+            // As above: the guard of the drop starts once the handler runs.
+            if entered.wait(timeout: .now() + 300) == .timedOut { neverRan.set() }
+            if done.wait(timeout: .now() + 10) == .timedOut { timedOut.set() }
         }
+        #expect(!neverRan.isSet, "the handler on the actor never ran")
         #expect(!timedOut.isSet, "dropping the token inside its handler did not return")
         #expect(await owner.received == [0])
         #expect(await owner.token == nil)

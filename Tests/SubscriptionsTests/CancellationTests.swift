@@ -202,7 +202,7 @@ struct CancellationTests {
         let b = center.subscribe("x") { post in
             guard post.flag == "t2" else { return }
             bStarted.signal()
-            if aCancelled.wait(timeout: .now() + 1) == .timedOut { bTimedOut.set() }
+            if aCancelled.wait(timeout: .now() + 10) == .timedOut { bTimedOut.set() }
         }
         a.token = center.subscribe("x") { post in
             aCalls.append(post.flag)
@@ -234,7 +234,7 @@ struct CancellationTests {
         let aCalls = Counter()
         let b = center.subscribe("x") { _ in
             bStarted.signal()
-            if aCancelled.wait(timeout: .now() + 1) == .timedOut { bTimedOut.set() }
+            if aCancelled.wait(timeout: .now() + 10) == .timedOut { bTimedOut.set() }
         }
         let a = center.subscribe("x") { _ in aCalls.increment() }
         let poster = TestThread { center.post("x") }

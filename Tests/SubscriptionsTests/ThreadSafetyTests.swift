@@ -262,7 +262,7 @@ struct ThreadSafetyTests {
                 kept.append(token)
                 done.signal()
             }
-            if done.wait(timeout: .now() + 1) == .timedOut { timedOut.set() }
+            if done.wait(timeout: .now() + 10) == .timedOut { timedOut.set() }
             helper.join()
         }
         #expect(center.post("x", flag: "slow") == 1)
