@@ -424,6 +424,25 @@ private final class TokenOwner: @unchecked Sendable {
         withExtendedLifetime((legacy, everyone, forwarding)) {}
     }
 
+    /// A retained post is made without a sender: forwarded, its notification's `object` is nil
+    /// (not the record the center keeps the retained post in), typed or plain.
+    @Test func aForwardedRetainedPostHasNoObject() {
+        let posts = PostCenter()
+        let center = NotificationCenter()
+        let objects = Seen<Bool>()
+        let flags = Seen<String>()
+        let observer = center.subscribe(to: Notification.Name("bridge.retained")) { note in
+            objects.append(note.object == nil)
+            flags.append(note.userInfo?[PostObject.UserInfoKey.flag] as? String ?? "?")
+        }
+        let forwarding = posts.forward("bridge.retained", to: center)
+        posts.post("bridge.retained", flag: "kept", retain: true)
+        posts.post(Topic<Int>("bridge.retained"), 7, retain: true)
+        #expect(objects.all == [true, true])
+        #expect(flags.all.first == "kept")
+        withExtendedLifetime((observer, forwarding)) {}
+    }
+
     /// A notification posted by `NotificationCenter` arrives as a typed payload; with `object:`
     /// only that sender's notifications are relayed, and the relayed post is made from the sender.
     /// Cancelling the token removes the observer.

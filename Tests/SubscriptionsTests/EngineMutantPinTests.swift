@@ -62,6 +62,36 @@ struct EngineMutantPinTests {
         withExtendedLifetime(tokenA) {}
     }
 
+    /// Thread T runs a post of one name with handlers B then C. `cancel()` of B waits for T's
+    /// call of B and returns once it ends, while T goes on with C: waiting for the rest of T's
+    /// post would deadlock here, because C waits for that cancel to return (T gives up after 10
+    /// s and records it). B returns only once the canceller's own record is seen waiting.
+    @Test func cancelWaitsForItsHandlerNotForTheRestOfThePostThatCalledIt() {
+        let center = PostCenter()
+        let canceller = _ThreadRecord.current
+        let bRunning = DispatchSemaphore(value: 0)
+        let cancelReturned = DispatchSemaphore(value: 0)
+        let posted = DispatchSemaphore(value: 0)
+        let cTimedOut = Flag()
+        let tokenB = center.subscribe("pin.rest") { (_: PostObject) in
+            bRunning.signal()
+            while canceller.waitingFor == 0 { sched_yield() }
+        }
+        let tokenC = center.subscribe("pin.rest") { (_: PostObject) in
+            if cancelReturned.wait(timeout: .now() + 10) == .timedOut { cTimedOut.set() }
+        }
+        Thread.detachNewThread {
+            center.post("pin.rest")
+            posted.signal()
+        }
+        bRunning.wait()
+        tokenB.cancel()
+        cancelReturned.signal()
+        posted.wait()
+        #expect(!cTimedOut.isSet, "cancel() kept waiting for the post after the cancelled handler returned")
+        withExtendedLifetime(tokenC) {}
+    }
+
     // MARK: Guarantee 9: an orphan keeps its closure until its last call ends
 
     /// A token is dropped (its deinit cancels without waiting) while its handler runs on another

@@ -96,6 +96,39 @@ struct PacingMachineTests {
         }
     }
 
+    /// Each public pacing drives the machine its documentation describes: `.throttled` calls the
+    /// first post at once and then waits an interval after each call (not for the posts to
+    /// stop), `.debounced` waits an interval after every post, `.coalesced` never waits; the
+    /// interval keeps its fraction of a second.
+    @Test func eachPacingDrivesTheMachineItsDocumentationDescribes() {
+        let ms100: UInt64 = 100_000_000
+        var throttle = Pacing.throttled(.milliseconds(100))._machine
+        #expect(throttle.posted(at: 1_000) == (true, 0))  // leading edge: at once
+        #expect(throttle.woke(at: 1_000) == .call)
+        #expect(throttle.posted(at: 2_000) == (true, nil))
+        #expect(throttle.called(at: 3_000) == ms100 - 2_000)  // one interval after the call began
+        // Posts that keep coming do not push a throttle's next call back.
+        #expect(throttle.posted(at: 50_000_000) == (false, nil))
+        #expect(throttle.woke(at: 1_000 + ms100) == .call)
+
+        var debounce = Pacing.debounced(.milliseconds(100))._machine
+        #expect(debounce.posted(at: 1_000) == (true, ms100))
+        #expect(debounce.posted(at: 50_000_000) == (false, nil))
+        #expect(debounce.woke(at: 1_000 + ms100) == .wait(50_000_000 - 1_000))  // counts from the last post
+
+        var coalesce = Pacing.coalesced._machine
+        #expect(coalesce.posted(at: 1_000) == (true, 0))
+        #expect(coalesce.woke(at: 1_000) == .call)
+        #expect(coalesce.posted(at: 1_001) == (true, nil))
+        #expect(coalesce.called(at: 1_002) == 0)
+
+        var fractional = Pacing.throttled(.seconds(1.5))._machine
+        #expect(fractional.posted(at: 0) == (true, 0))
+        #expect(fractional.woke(at: 0) == .call)
+        #expect(fractional.posted(at: 1) == (true, nil))
+        #expect(fractional.called(at: 0) == 1_500_000_000)
+    }
+
     @Test func throttledCallsAtOnceThenAtMostOncePerIntervalWithTheTrailingEdge() {
         var m = _PacingMachine(interval: 100, debounce: false)
         do {
