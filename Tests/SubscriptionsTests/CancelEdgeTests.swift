@@ -20,6 +20,18 @@ struct CancelEdgeTests {
         _ThreadRecord(words: UnsafeMutablePointer(bitPattern: bits)!)
     }
 
+    /// Spins until `bits` names a record that waits, or a bound (a failed round, not a hang).
+    static func untilWaiting(_ bits: borrowing Atomic<UInt>) {
+        var spins = 0
+        while bits.load(ordering: .sequentiallyConsistent) == 0
+            || record(bits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
+        {
+            spins += 1
+            if spins > 2_000_000 { break }
+            sched_yield()
+        }
+    }
+
     /// Thread A, inside X's handler, cancels E and waits for thread B, which runs E's handler.
     /// B's handler returns while A sleeps between two checks of its wait, so A's `waitingFor`
     /// still names B; B then cancels X. That link is a finished wait, not a cycle: B's `cancel()`
@@ -81,6 +93,75 @@ struct CancelEdgeTests {
             xEndedWhenBReturned.isSet, "cancel() returned while the handler it cancelled still ran on another thread")
         #expect(center.post("edge.x.\(round)") == 0)
         #expect(center.post("edge.e.\(round)") == 0)
+    }
+
+    /// The same with the finished wait in the middle of the chain: thread A, inside X's handler,
+    /// cancels E and waits for B, which runs E's handler. B's handler returns while A sleeps
+    /// between two checks (A's link to B is now a finished wait); B then cancels F and waits
+    /// for C, which runs F's handler (a live wait); C, inside F's handler, cancels X. The chain
+    /// C → A → B → C has one finished link, so it is no cycle: C's `cancel()` must wait for X's
+    /// handler on A and return only after it ended.
+    @Test(arguments: 0..<6)
+    func aFinishedWaitInsideAChainIsNotMistakenForACycle(round: Int) {
+        let center = PostCenter()
+        let tokenE = TokenSlot()
+        let tokenF = TokenSlot()
+        let tokenX = TokenSlot()
+        let aBits = Atomic<UInt>(0)
+        let bBits = Atomic<UInt>(0)
+        let cBits = Atomic<UInt>(0)
+        let eRunning = DispatchSemaphore(value: 0)
+        let fRunning = DispatchSemaphore(value: 0)
+        let xMayEnd = DispatchSemaphore(value: 0)
+        let xEnded = Flag()
+        let cReturned = Flag()
+        let xEndedWhenCReturned = Flag()
+        tokenX.token = center.subscribe("edge.chain.x.\(round)") { _ in
+            aBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+            eRunning.wait()
+            tokenE.cancel()  // waits for E's handler on B
+            xMayEnd.wait()
+            xEnded.set()
+        }
+        tokenE.token = center.subscribe("edge.chain.e.\(round)") { _ in
+            eRunning.signal()
+            // Until A waits for this call, then long enough for A's backoff to sleep a
+            // millisecond between two checks.
+            CancelEdgeTests.untilWaiting(aBits)
+            usleep(20_000)
+        }
+        tokenF.token = center.subscribe("edge.chain.f.\(round)") { _ in
+            cBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+            fRunning.signal()
+            CancelEdgeTests.untilWaiting(bBits)  // B waits for this call
+            tokenX.cancel()
+            if xEnded.isSet { xEndedWhenCReturned.set() }
+            cReturned.set()
+        }
+        let c = TestThread { center.post("edge.chain.f.\(round)") }
+        fRunning.wait()
+        let b = TestThread {
+            bBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+            center.post("edge.chain.e.\(round)")
+            tokenF.cancel()  // waits for F's handler on C
+        }
+        while bBits.load(ordering: .sequentiallyConsistent) == 0 { sched_yield() }
+        let a = TestThread { center.post("edge.chain.x.\(round)") }
+        // Let X end once C waits for it (or once C returned without waiting: the breach).
+        var polls = 0
+        while !cReturned.isSet && CancelEdgeTests.record(cBits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
+            && polls < 50_000_000
+        {
+            polls += 1
+            sched_yield()
+        }
+        xMayEnd.signal()
+        #expect(c.join(timeout: 20), "C's post never returned")
+        #expect(b.join(timeout: 20), "B's cancel() never returned")
+        #expect(a.join(timeout: 20), "A's post never returned")
+        #expect(
+            xEndedWhenCReturned.isSet, "cancel() returned while the handler it cancelled still ran on another thread")
+        #expect(center.post("edge.chain.x.\(round)") == 0)
     }
 
     /// The cycle rule still holds for a real cycle: two handlers running on two threads cancel
