@@ -209,6 +209,15 @@ backtrace_tests() {
     echo "$names"
 }
 
+# Tests that started and never ended in a Swift Testing log: where a process died without a
+# backtrace (a stack overflow), one name per line.
+unfinished_tests() {
+    local started ended
+    started=$(grep -aoE '◇ Test [A-Za-z0-9_]+\(' "$1" | sed -E 's/^.* Test //; s/\($//' | sort -u || true)
+    ended=$(grep -aoE '[✔✘] Test [A-Za-z0-9_]+\(' "$1" | sed -E 's/^.* Test //; s/\($//' | sort -u || true)
+    comm -23 <(echo "$started") <(echo "$ended") | grep -v '^$' || true
+}
+
 join_lines() { paste -sd, - | sed 's/,/, /g'; }
 
 descendants() {
@@ -263,9 +272,12 @@ run_tests() {
     elif [ -n "$failed" ]; then
         verdict="$failed"
     else
-        local signal
+        local signal tests
         signal=$(grep -aoE 'Program crashed: [^*]*' "$log" | head -1 | sed 's/Program crashed: //; s/ at 0x.*//' || true)
-        verdict="crash (${signal:-exit $rc}) in: $(backtrace_tests "$log" crashed | join_lines)"
+        [ -n "$signal" ] || signal=$(grep -aoE 'unexpected signal code [0-9]+' "$log" | head -1 | sed 's/unexpected //' || true)
+        tests=$(backtrace_tests "$log" crashed)
+        [ -n "$tests" ] || tests=$(unfinished_tests "$log")
+        verdict="crash (${signal:-exit $rc}) in: $(echo "$tests" | join_lines)"
     fi
 }
 
