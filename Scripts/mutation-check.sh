@@ -30,8 +30,8 @@
 #       Scripts/relay-check.sh; it installs redis and the C libraries when missing).
 #
 # Environment: MUTATION_SCRATCH (default .build/mutation, .build/mutation-relay with --relay: the
-# scratch copy, its builds, the logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x the unmutated run, at least
-# 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
+# scratch copy, its builds, the logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x
+# the unmutated run, at least 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
 # counts as killed by the timeout (the mutant made something hang); the line names the tests on
 # the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
 # runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode. Needs git,
