@@ -20,11 +20,18 @@
 #       Runs only the tests matching REGEX, N times, against each given mutant (`base`: no
 #       mutant), and prints how many runs failed: how reliably a test kills its mutant.
 #   Scripts/mutation-check.sh --check
-#       Only checks the list: every snippet occurs exactly once in its file.
+#       Only checks the lists (Scripts/mutants.txt and Relays/Redis/mutants.txt): every snippet
+#       occurs exactly once in its file. Needs no redis.
+#   Scripts/mutation-check.sh --relay [--full | --runs N --filter REGEX] [ID ...]
+#       The same, for the Redis relay: the mutants of Relays/Redis/mutants.txt, built and tested in
+#       the relay's development package (Relays/Redis) of a scratch copy of its own
+#       (.build/mutation-relay), against a throwaway redis-server on a free 127.0.0.1 port that the
+#       tests find through RELAY_REDIS_PORT, killed on exit (Scripts/redis-server.sh, shared with
+#       Scripts/relay-check.sh; it installs redis and the C libraries when missing).
 #
-# Environment: MUTATION_SCRATCH (default .build/mutation: the scratch copy, its .build, the
-# logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x the unmutated run, at least
-# 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
+# Environment: MUTATION_SCRATCH (default .build/mutation, .build/mutation-relay with --relay: the
+# scratch copy, its builds, the logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x
+# the unmutated run, at least 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
 # counts as killed by the timeout (the mutant made something hang); the line names the tests on
 # the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
 # runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode. Needs git,
@@ -32,13 +39,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-list="$root/Scripts/mutants.txt"
-scratch="${MUTATION_SCRATCH:-$root/.build/mutation}"
-tree="$scratch/tree"
-logs="$scratch/logs"
 
 full=false
 check_only=false
+relay=false
 runs=0
 filter=""
 ids=()
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --full) full=true ;;
     --check) check_only=true ;;
+    --relay) relay=true ;;
     --runs) runs="$2"; shift ;;
     --filter) filter="$2"; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -54,6 +59,20 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if $relay; then
+    list="$root/Relays/Redis/mutants.txt"
+    scratch="${MUTATION_SCRATCH:-$root/.build/mutation-relay}"
+    package_dir=Relays/Redis  # the package that is built and tested, inside the tree
+else
+    list="$root/Scripts/mutants.txt"
+    scratch="${MUTATION_SCRATCH:-$root/.build/mutation}"
+    package_dir=.
+fi
+tree="$scratch/tree"
+logs="$scratch/logs"
+package="$tree/$package_dir"
+test_env=()  # NAME=value words set for every test run (the relay's: RELAY_REDIS_PORT)
+
 if [ "$runs" -gt 0 ] && { [ -z "$filter" ] || [ ${#ids[@]} -eq 0 ]; }; then
     echo "--runs needs --filter REGEX and at least one mutant ID (or base)" >&2
     exit 2
@@ -97,7 +116,7 @@ def parse(path):
 def snippet(lines):
     return "\n".join(lines) + "\n" if lines else ""
 
-def check(root, mutants):
+def check(root, mutants, path):
     problems, seen = [], set()
     for m in mutants:
         where = f"{m['id']} (line {m['line']})"
@@ -120,11 +139,11 @@ def check(root, mutants):
         if m["find"] == m["replace"]:
             problems.append(f"{where}: the replacement changes nothing")
     if problems:
-        sys.exit("Scripts/mutants.txt is stale or malformed:\n  " + "\n  ".join(problems))
+        sys.exit(f"{os.path.relpath(path, root)} is stale or malformed:\n  " + "\n  ".join(problems))
 
 command, root, path = sys.argv[1], sys.argv[2], sys.argv[3]
 mutants = parse(path)
-check(root, mutants)
+check(root, mutants, path)
 if command == "check":
     # id, name, file, hint, equivalent reason, env, breaks: one tab-separated line per mutant, "-"
     # for an empty field (bash's `read` would merge empty tab-separated fields).
@@ -139,15 +158,25 @@ elif command == "sync":
     dest = sys.argv[4]
     out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          check=True, capture_output=True).stdout.decode()
-    files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))}
+    files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))
+             and not os.path.islink(os.path.join(root, f))}
+    # Tracked symbolic links stay links (Relays/Redis/Dependencies/Subscriptions -> ../../..: the
+    # relay's package finds the root package of the tree through it).
+    for f in out.split("\0"):
+        src, dst = os.path.join(root, f), os.path.join(dest, f)
+        if f and os.path.islink(src):
+            if not os.path.islink(dst) or os.readlink(dst) != os.readlink(src):
+                if os.path.lexists(dst):
+                    os.remove(dst)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.symlink(os.readlink(src), dst)
     for f in files:
         src, dst = os.path.join(root, f), os.path.join(dest, f)
         if not os.path.isfile(dst) or not filecmp.cmp(src, dst, shallow=False):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy2(src, dst)
     for dirpath, dirnames, filenames in os.walk(dest):
-        if dirpath == dest:
-            dirnames[:] = [d for d in dirnames if d != ".build"]
+        dirnames[:] = [d for d in dirnames if d != ".build"]  # the builds (the relay's is in Relays/Redis)
         for name in filenames:
             rel = os.path.relpath(os.path.join(dirpath, name), dest)
             if rel not in files:
@@ -180,6 +209,15 @@ backtrace_tests() {
     echo "$names"
 }
 
+# Tests that started and never ended in a Swift Testing log: where a process died without a
+# backtrace (a stack overflow), one name per line.
+unfinished_tests() {
+    local started ended
+    started=$(grep -aoE '◇ Test [A-Za-z0-9_]+\(' "$1" | sed -E 's/^.* Test //; s/\($//' | sort -u || true)
+    ended=$(grep -aoE '[✔✘] Test [A-Za-z0-9_]+\(' "$1" | sed -E 's/^.* Test //; s/\($//' | sort -u || true)
+    comm -23 <(echo "$started") <(echo "$ended") | grep -v '^$' || true
+}
+
 join_lines() { paste -sd, - | sed 's/,/, /g'; }
 
 descendants() {
@@ -201,7 +239,8 @@ run_tests() {
     local log=$1 regex=$2 limit=$3 rc=0 pid ticks=0 hung=false kids
     local args=(test --skip-build)
     [ -n "$regex" ] && args+=(--filter "$regex")
-    (cd "$tree" && exec env ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" swift "${args[@]}") > "$log" 2>&1 &
+    (cd "$package" && exec env ${test_env[@]+"${test_env[@]}"} ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" \
+        swift "${args[@]}") > "$log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2> /dev/null; do
         if [ $ticks -ge $((limit * 5)) ]; then
@@ -233,22 +272,28 @@ run_tests() {
     elif [ -n "$failed" ]; then
         verdict="$failed"
     else
-        local signal
+        local signal tests
         signal=$(grep -aoE 'Program crashed: [^*]*' "$log" | head -1 | sed 's/Program crashed: //; s/ at 0x.*//' || true)
-        verdict="crash (${signal:-exit $rc}) in: $(backtrace_tests "$log" crashed | join_lines)"
+        [ -n "$signal" ] || signal=$(grep -aoE 'unexpected signal code [0-9]+' "$log" | head -1 | sed 's/unexpected //' || true)
+        tests=$(backtrace_tests "$log" crashed)
+        [ -n "$tests" ] || tests=$(unfinished_tests "$log")
+        verdict="crash (${signal:-exit $rc}) in: $(echo "$tests" | join_lines)"
     fi
 }
 
 build() {
-    (cd "$tree" && swift build --build-tests) > "$1" 2>&1
+    (cd "$package" && swift build --build-tests) > "$1" 2>&1
 }
 
-index=$(helper check "$root" "$list")
 if $check_only; then
-    echo "$index" | awk -F'\t' '{ printf "%-4s %-48s %s\n", $1, $2, ($5 != "-" ? "equivalent" : $3) }'
-    echo "Scripts/mutants.txt: $(echo "$index" | wc -l) mutants, every snippet found exactly once"
+    for checked in "$root/Scripts/mutants.txt" "$root/Relays/Redis/mutants.txt"; do
+        index=$(helper check "$root" "$checked")
+        echo "$index" | awk -F'\t' '{ printf "%-4s %-48s %s\n", $1, $2, ($5 != "-" ? "equivalent" : $3) }'
+        echo "${checked#"$root"/}: $(echo "$index" | wc -l) mutants, every snippet found exactly once"
+    done
     exit 0
 fi
+index=$(helper check "$root" "$list")
 if [ ${#ids[@]} -gt 0 ]; then
     for id in "${ids[@]}"; do
         [ "$id" = base ] || echo "$index" | cut -f1 | grep -qx "$id" || { echo "no mutant $id in the list" >&2; exit 2; }
@@ -258,6 +303,15 @@ fi
 start=$SECONDS
 mkdir -p "$tree" "$logs"
 helper sync "$root" "$list" "$tree"
+
+if $relay; then
+    # shellcheck source=Scripts/redis-server.sh
+    source "$root/Scripts/redis-server.sh"
+    redis_dependencies > "$logs/dependencies.log" 2>&1 || { cat "$logs/dependencies.log" >&2; exit 1; }
+    trap redis_server_stop EXIT
+    redis_server_start
+    test_env=("RELAY_REDIS_PORT=$redis_port")
+fi
 
 apply() { helper apply "$root" "$list" "$1" "$tree"; }
 restore() { cp -p "$root/$1" "$tree/$1"; }
@@ -295,7 +349,7 @@ if [ "$runs" -gt 0 ]; then
 fi
 
 # The unmutated suite must pass, or every mutant would look killed.
-echo "mutation check: $(echo "$index" | wc -l) mutants, scratch copy in $scratch"
+echo "mutation check: $(echo "$index" | wc -l) mutants, scratch copy in $scratch${redis_port:+, redis-server on 127.0.0.1:$redis_port}"
 if ! build "$logs/base.build.log"; then
     echo "the unmutated tree does not build (see $logs/base.build.log)" >&2
     exit 1
@@ -328,7 +382,7 @@ while IFS=$'\t' read -r id name file hint reason envs breaks; do
     apply "$id"
     if ! build "$logs/$id.build.log"; then
         restore "$file"
-        echo "$label the mutant does not build (see $logs/$id.build.log): fix Scripts/mutants.txt" >&2
+        echo "$label the mutant does not build (see $logs/$id.build.log): fix ${list#"$root"/}" >&2
         exit 1
     fi
     verdict=""

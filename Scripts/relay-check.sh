@@ -13,52 +13,18 @@ root=$PWD
 start=$SECONDS
 step() { echo; echo "== $* ($((SECONDS - start)) s)"; }
 
+# shellcheck source=Scripts/redis-server.sh
+source "$root/Scripts/redis-server.sh"
+
 step "dependencies: redis-server, redis-tools, libhiredis-dev, libssl-dev, openssl"
-missing=()
-command -v redis-server > /dev/null || missing+=(redis-server)
-command -v redis-cli > /dev/null && command -v redis-benchmark > /dev/null || missing+=(redis-tools)
-command -v pkg-config > /dev/null || missing+=(pkg-config)
-if ! pkg-config --exists hiredis 2> /dev/null; then missing+=(libhiredis-dev); fi
-if ! pkg-config --exists openssl 2> /dev/null; then missing+=(libssl-dev); fi
-command -v openssl > /dev/null || missing+=(openssl)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing ${missing[*]}"
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"; then
-        $sudo apt-get update -q
-        $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-    fi
-fi
+redis_dependencies
 redis-server --version
 
 step "redis-server on a free loopback port"
-server_pid=""
-server_log=$(mktemp)
-cleanup() {
-    if [ -n "$server_pid" ]; then kill "$server_pid" 2> /dev/null || true; wait "$server_pid" 2> /dev/null || true; fi
-    rm -f "$server_log"
-}
-trap cleanup EXIT
-port=""
-for _ in $(seq 20); do
-    candidate=$((20000 + RANDOM % 40000))
-    redis-server --port "$candidate" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-        --loglevel warning > "$server_log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 50); do
-        if redis-cli -p "$candidate" ping 2> /dev/null | grep -q PONG; then port=$candidate; break; fi
-        if ! kill -0 "$server_pid" 2> /dev/null; then break; fi
-        sleep 0.1
-    done
-    if [ -n "$port" ]; then break; fi
-    kill "$server_pid" 2> /dev/null || true
-    wait "$server_pid" 2> /dev/null || true
-    server_pid=""
-done
-if [ -z "$port" ]; then echo "could not start redis-server:" >&2; cat "$server_log" >&2; exit 1; fi
-echo "redis-server pid $server_pid on 127.0.0.1:$port"
+trap redis_server_stop EXIT
+redis_server_start
+port=$redis_port
+echo "redis-server pid $redis_pid on 127.0.0.1:$port"
 
 cd "$root/Relays/Redis"
 

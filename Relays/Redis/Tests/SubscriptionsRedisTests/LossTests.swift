@@ -120,6 +120,47 @@ struct LossTests {
         withExtendedLifetime(tokens) {}
     }
 
+    @Test func theSignatureCountsInTheMessageCapAtSend() throws {
+        var options = RedisRelay.Options(signingKey: Array(repeating: 7, count: 32))
+        options.maximumMessageBytes = 256
+        let center = PostCenter()
+        let relay = try RedisRelay(
+            center: center, host: "127.0.0.1", port: RedisServer.shared, channelPrefix: uniquePrefix(),
+            options: options)
+        let token = relay.relay("theme")
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        // A plain post's message: the header and kind byte (28 bytes), the flag, and when signed the
+        // 32-byte signature. Exactly the cap is sent; one byte more is dropped at send.
+        let fits = 256 - _Wire.headerLength - _Wire.signatureLength
+        center.post("theme", flag: String(repeating: "x", count: fits))
+        center.post("theme", flag: String(repeating: "x", count: fits + 1))
+        #expect(eventually { relay.publishedPosts + relay.droppedPosts == 2 })
+        #expect(relay.publishedPosts == 1 && relay.droppedPosts == 1)
+        withExtendedLifetime(token) {}
+    }
+
+    @Test func aPublishTheServerRefusesIsCountedDropped() throws {
+        let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
+        let prefix = uniquePrefix()
+        // An ACL user that may subscribe to the relay's channels but not publish on them: the server
+        // answers each PUBLISH with a NOPERM error.
+        _ = try redisCommand(
+            "redis://:hunter2@127.0.0.1:\(server.port)",
+            [
+                "ACL", "SETUSER", "reader", "on", ">readerpass", "resetchannels", "&\(prefix)*", "+subscribe",
+                "+unsubscribe", "+ping",
+            ])
+        let center = PostCenter()
+        let relay = try RedisRelay(
+            center: center, url: "redis://reader:readerpass@127.0.0.1:\(server.port)", channelPrefix: prefix)
+        let token = relay.relay(.chat)
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        for seq in 0..<5 { center.post(.chat, Message(seq: seq, text: "refused")) }
+        #expect(eventually { relay.publishedPosts + relay.droppedPosts == 5 })
+        #expect(relay.droppedPosts == 5 && relay.publishedPosts == 0)
+        withExtendedLifetime(token) {}
+    }
+
     @Test func theQueueIsBoundedInBytesAndCountsStayExact() throws {
         let server = try RedisServer()
         var options = fastOptions

@@ -20,6 +20,41 @@ struct SigningTests {
                 == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
     }
 
+    @Test func aKeyOfExactlyTheBlockSizeIsUsedAsItIs() {
+        // RFC 2104 hashes only a key longer than the 64-byte block. The expected values are those
+        // of another implementation (Python's hmac module), for keys of 64 and 65 bytes.
+        func hex(_ key: [UInt8]) -> String {
+            _Signer(key: key).mac([Array("Hi There".utf8)[...]]).map { String(format: "%02x", $0) }.joined()
+        }
+        #expect(
+            hex(Array(repeating: 0x0b, count: 64))
+                == "21cd586aeca0579d99a1c938127c92525a371f807bc5ba6eb78bc825bd4f2be3")
+        #expect(
+            hex(Array(repeating: 0x0b, count: 65))
+                == "727b82fba264393c5d67fd6d6ad783e9019a1fa6a857fccb70f5852f04be5d5d")
+    }
+
+    @Test func aSignatureAlteredInAnyByteIsRefused() {
+        let signer = _Signer(key: Array("a shared secret of thirty-two by".utf8))
+        let channel = Array("subscriptions:chat".utf8)
+        let message = _Wire.message(header: otherRelayHeader, kind: _Wire.typed, body: [1, 2, 3])
+        var signed = message
+        signer.sign(channel: channel, frameAt: 0, in: &signed)
+        #expect(signed.count == message.count + _Wire.signatureLength)
+        func accepted(_ bytes: [UInt8], _ channel: [UInt8]) -> Bool {
+            bytes.withUnsafeBytes { bytes in channel.withUnsafeBytes { signer.isSigned(bytes, channel: $0) } }
+        }
+        #expect(accepted(signed, channel))
+        #expect(!accepted(signed, Array("subscriptions:other".utf8)))
+        #expect(!accepted(Array(signed.dropLast()), channel))
+        // Every byte counts, those of the message and each of the signature's 32.
+        for index in signed.indices {
+            var altered = signed
+            altered[index] ^= 0x01
+            #expect(!accepted(altered, channel), "byte \(index) of \(signed.count) altered")
+        }
+    }
+
     @Test func withAKeyOnlyMessagesSignedForTheirChannelAreAccepted() async throws {
         let key = Array("a shared secret of thirty-two by".utf8)
         let prefix = uniquePrefix()
