@@ -79,7 +79,7 @@ struct DocSnippetTests {
         #expect(center.subscriptionCount(for: "message") == 1)
         let counts = PostRecorder(.unreadCount, in: center)
         center.post(.message, "one")
-        try await counts.waitForCount(1, timeout: .seconds(30))
+        try await counts.waitForCount(1, timeout: .seconds(120))
         #expect(model?.unread == 1)
 
         model = nil

@@ -51,7 +51,7 @@ struct PostRecorderTests {
         let center = PostCenter()
         let recorder = PostRecorder(.battery, in: center)
         let poster = Task.detached { Battery(center: center).charge(from: 10, steps: 3) }
-        try await recorder.waitForCount(3, timeout: .seconds(30))
+        try await recorder.waitForCount(3, timeout: .seconds(120))
         #expect(recorder.count >= 3)
         await poster.value
         #expect(recorder.payloads == [10, 11, 12])
@@ -61,16 +61,16 @@ struct PostRecorderTests {
         let center = PostCenter()
         let recorder = PostRecorder(.battery, in: center)
         center.post(.battery, 5)
-        try await recorder.waitForCount(1, timeout: .seconds(30))
-        try await recorder.waitForCount(0, timeout: .seconds(30))
+        try await recorder.waitForCount(1, timeout: .seconds(120))
+        try await recorder.waitForCount(0, timeout: .seconds(120))
         #expect(recorder.payloads == [5])
     }
 
     @Test func severalTasksWaitForDifferentCounts() async throws {
         let center = PostCenter()
         let recorder = PostRecorder(.battery, in: center)
-        async let first: Void = recorder.waitForCount(1, timeout: .seconds(30))
-        async let third: Void = recorder.waitForCount(3, timeout: .seconds(30))
+        async let first: Void = recorder.waitForCount(1, timeout: .seconds(120))
+        async let third: Void = recorder.waitForCount(3, timeout: .seconds(120))
         for level in 0..<3 { center.post(.battery, level) }
         try await first
         try await third
@@ -195,7 +195,7 @@ struct PostRecorderTests {
     @Test func cancellingTheWaitingTaskThrowsCancellationError() async {
         let center = PostCenter()
         let recorder = PostRecorder(.battery, in: center)
-        let waiter = Task { try await recorder.waitForCount(1, timeout: .seconds(30)) }
+        let waiter = Task { try await recorder.waitForCount(1, timeout: .seconds(120)) }
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
         #expect(recorder.count == 0)
@@ -230,7 +230,7 @@ struct PostRecorderTests {
                 group.addTask { for i in 0..<perThread { center.post(topic, [t, i]) } }
             }
         }
-        try await recorder.waitForCount(threads * perThread, timeout: .seconds(30))
+        try await recorder.waitForCount(threads * perThread, timeout: .seconds(120))
         let payloads = recorder.payloads
         #expect(payloads.count == threads * perThread)
         for t in 0..<threads {
