@@ -59,14 +59,7 @@ struct CancelEdgeTests {
             eRunning.signal()
             // Until A waits for this call, then long enough for A to sleep between two checks
             // (its backoff yields 16 times before it sleeps).
-            var spins = 0
-            while aBits.load(ordering: .sequentiallyConsistent) == 0
-                || CancelEdgeTests.record(aBits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
-            {
-                spins += 1
-                if spins > 2_000_000 { break }
-                sched_yield()
-            }
+            CancelEdgeTests.untilWaiting(aBits)
             usleep(3000)
         }
         let b = TestThread {
