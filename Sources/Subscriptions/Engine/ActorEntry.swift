@@ -196,25 +196,11 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
 
     /// Takes the mailbox's spin lock. The section it opens must not run user code.
     @inline(__always)
-    private func lock() {
-        var attempt = 0
-        while !locked.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
-            repeat {
-                if attempt < 64 {
-                    attempt += 1
-                } else {
-                    _backoff(attempt - 64)
-                    attempt += 1
-                }
-            } while locked.load(ordering: .relaxed)
-        }
-    }
+    private func lock() { _spinLock(locked) }
 
     /// Releases the mailbox's spin lock.
     @inline(__always)
-    private func unlock() {
-        locked.store(false, ordering: .releasing)
-    }
+    private func unlock() { _spinUnlock(locked) }
 
     override func releaseHandler() {
         lock()

@@ -239,20 +239,10 @@ final class _PaceSlot<Payload>: @unchecked Sendable {
     }
 
     @inline(__always)
-    private func lock() {
-        var attempt = 0
-        while !locked.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
-            repeat {
-                if attempt >= 64 { _backoff(attempt - 64) }
-                attempt += 1
-            } while locked.load(ordering: .relaxed)
-        }
-    }
+    private func lock() { _spinLock(locked) }
 
     @inline(__always)
-    private func unlock() {
-        locked.store(false, ordering: .releasing)
-    }
+    private func unlock() { _spinUnlock(locked) }
 
     deinit {
         if machine.full {
