@@ -61,16 +61,22 @@ struct DocumentedRulePinTests {
     }
 
     /// The static shorthands on `PostCenter.default` keep every post by default too. The
-    /// default center never goes away: a loop that did not get every post is cancelled after a
-    /// bound (never reached when the rule holds) and reports what it got.
+    /// default center never goes away, so each loop ends at a last post made once it has taken
+    /// its first element: kept with every other post, it comes after all of them; a bounded
+    /// default has dropped posts by then, and the loop ends at once with a gap. (A bound, never
+    /// reached when the rule holds, cancels a loop that gets no last post.)
     @Test func theStaticPostsShorthandsKeepEveryPostByDefault() async {
         let topic = Topic<Int>("documented-rules.static-defaults")
         let typed = PostCenter.posts(topic)
         let plain = PostCenter.posts(topic.name)
         let count = 300
         for i in 0..<count { PostCenter.default.post(topic, i) }
-        #expect(await collect(typed, upTo: count) == Array(0..<count))
-        #expect(await collect(plain, upTo: count).map { $0.payload(as: Int.self) ?? -1 } == Array(0..<count))
+        let postLast: @Sendable () -> Void = { PostCenter.default.post(topic, count) }
+        #expect(await collect(typed, postingTheLastAfterTheFirst: postLast) { $0 == count } == Array(0...count))
+        let plainSeen = await collect(plain, postingTheLastAfterTheFirst: postLast) {
+            $0.payload(as: Int.self) == count
+        }
+        #expect(plainSeen.map { $0.payload(as: Int.self) ?? -1 } == Array(0...count))
     }
 
     // MARK: Diagnostics remember reports per name
@@ -186,13 +192,18 @@ struct DocumentedRulePinTests {
 
 private final class DefaultsSender: Sendable {}
 
-/// The first `n` elements of `posts`, or fewer if they do not come within 20 seconds.
-private func collect<Element: Sendable>(_ posts: Posts<Element>, upTo n: Int) async -> [Element] {
+/// The elements of `posts` up to the first that `isLast` accepts, calling `postLast` once the
+/// loop has taken its first element; or what came within 20 seconds.
+private func collect<Element: Sendable>(
+    _ posts: Posts<Element>, postingTheLastAfterTheFirst postLast: @escaping @Sendable () -> Void,
+    isLast: @escaping @Sendable (Element) -> Bool
+) async -> [Element] {
     let loop = Task {
         var seen: [Element] = []
         for await element in posts {
             seen.append(element)
-            if seen.count == n { break }
+            if seen.count == 1 { postLast() }
+            if isLast(element) { break }
         }
         return seen
     }

@@ -60,7 +60,15 @@ struct EngineProtocolTests {
             }
             finished.signal()
         }
-        let done = finished.wait(timeout: .now() + 240) == .success
+        // A deadlock stops the rounds: it is reported once no round ended for 15 s (a round
+        // takes microseconds), or after 240 s in all.
+        var done = false
+        var (seconds, last, stalled) = (0, -1, 0)
+        while !done && stalled < 15 && seconds < 240 {
+            done = finished.wait(timeout: .now() + 1) == .success
+            let now = progress.load(ordering: .relaxed)
+            (seconds, last, stalled) = (seconds + 1, now, now == last ? stalled + 1 : 0)
+        }
         if done { worker.join() }
         #expect(done, "two handlers cancelling each other deadlocked after \(progress.load(ordering: .relaxed)) rounds")
         #expect(failures.load(ordering: .relaxed) == 0)
