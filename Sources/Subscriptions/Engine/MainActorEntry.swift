@@ -51,8 +51,14 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
             call(payload)
             return true
         }
-        mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
+        enqueue(payload, route: route)
         return false
+    }
+
+    /// Hands the payload to the mailbox; out of line, so that the post's walk stays small.
+    @inline(never)
+    private func enqueue(_ payload: Payload, route: Unmanaged<_Route>) {
+        mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
