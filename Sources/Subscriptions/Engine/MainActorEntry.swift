@@ -55,10 +55,11 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
         return false
     }
 
-    /// Hands the payload to the mailbox; out of line, so that the post's walk stays small.
+    /// Hands the payload to the mailbox; out of line, so that the post's walk stays small. The
+    /// post's frame keeps `route` alive: no retain and release around the call.
     @inline(never)
     private func enqueue(_ payload: Payload, route: Unmanaged<_Route>) {
-        mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
+        route._withUnsafeGuaranteedRef { mailbox.append(payload, entry: self, route: $0) }
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
