@@ -8,6 +8,7 @@ let callgrindModes: [(name: String, help: String)] = [
     ("typed1", "typed Topic<Int> post to 1 subscriber"),
     ("typed10", "typed Topic<Int> post to 10 subscribers"),
     ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
+    ("mainoff10", "typed Topic<Int> post off the main thread to 10 .mainActor subscribers (one burst), then handled"),
     ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
     ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
     ("envelope1", "plain post of a reused PostObject to 1 subscriber"),
@@ -51,6 +52,26 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         }
         delivered = postTyped(center, topic, value, iterations)
         expected = iterations * 10 * value
+    case "mainoff10":
+        // A thread makes every post while the main thread waits (one burst: one main-queue job),
+        // then the main thread runs that job: the cost of the post and of the delivery.
+        let topic = Topic<Int>(name)
+        MainActor.assumeIsolated {
+            for _ in 0..<10 {
+                tokens.append(center.subscribe(topic, delivery: .mainActor) { v in counter.pointer.pointee &+= v })
+            }
+        }
+        let returned = Counter.make()
+        let posted = DispatchSemaphore(value: 0)
+        let poster = Thread {
+            returned.pointer.pointee = postTyped(center, topic, value, iterations)
+            posted.signal()
+        }
+        poster.start()
+        posted.wait()
+        expected = iterations * 10 * value
+        MainActor.assumeIsolated { runMainUntil { counter.value == expected } }
+        delivered = returned.value
     case "plain1", "plainsender1":
         subscribeMany(center, name, counter, 1, into: &tokens)
         delivered = postPlain(center, name, mode == "plain1" ? nil : sender, iterations)
@@ -102,7 +123,7 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
     expectCalls(counter.value, expected, "callgrind \(mode)")
     if let delivered, mode != "loop1" {
         expectCalls(
-            delivered * (mode.hasPrefix("typed") || mode == "main10" ? value : 1), expected,
+            delivered * (mode.hasPrefix("typed") || mode.hasPrefix("main") ? value : 1), expected,
             "callgrind \(mode) (returned count)")
     }
     print("callgrind mode \(mode): \(iterations) operations, \(counter.value) handler increments")

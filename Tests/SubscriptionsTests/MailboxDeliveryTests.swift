@@ -91,6 +91,75 @@ struct MailboxDeliveryTests {
         withExtendedLifetime(kept) {}
     }
 
+    /// `Subscription.cancel()`: "the center has released the handler closure and everything it
+    /// captured", for a main-actor handler whose deliveries wait in the main mailbox (each
+    /// record holds the entry, not the closure).
+    @Test @MainActor func cancelReleasesAMainActorHandlersCapturesWhileItsDeliveriesWait() async {
+        let center = PostCenter()
+        let live = LiveObjects()
+        let log = MainLog()
+        let topic = Topic<Int>("captured")
+        var tracked: Tracked? = Tracked("capture", live: live)
+        let token = center.subscribe(topic, delivery: .mainActor) { [tracked] value in
+            _ = tracked
+            log.values.append("\(value)")
+        }
+        weak var weakTracked: Tracked?
+        weakTracked = tracked
+        tracked = nil
+        // This test holds the main actor: the deliveries wait in the main mailbox.
+        let poster = TestThread {
+            for i in 0..<3 { center.post(topic, i) }
+        }
+        poster.join()
+        #expect(weakTracked != nil)  // held by the handler while the subscription lives
+        token.cancel()
+        #expect(weakTracked == nil, "a main-actor handler's captures outlived cancel()")
+        #expect(live.alive == 0)
+        await center.waitForPendingDeliveries()
+        #expect(log.values.isEmpty, "a delivery of a cancelled main-actor subscription ran")
+        // Posted here afterwards: nothing runs either.
+        #expect(center.post(topic, 9) == 0)
+        #expect(log.values.isEmpty)
+    }
+
+    /// Several main-actor handlers of a typed post on the main thread run before `post` returns,
+    /// in subscription order, between immediate handlers and the others; paused ones are
+    /// skipped, and the same handlers posted from another thread all run later on the main
+    /// actor, in order (one post asks where it runs once, for all of them).
+    @Test @MainActor func mainActorHandlersMixedWithOthersRunInOrderOnAndOffTheMainThread() async {
+        let center = PostCenter()
+        let log = MainLog()
+        let topic = Topic<Int>("mixed")
+        let calls = Recorder<String>()
+        var tokens: [Subscription] = []
+        for i in 0..<6 {
+            if i % 3 == 1 {
+                tokens.append(center.subscribe(topic) { value in calls.append("i\(i):\(value)") })
+            } else {
+                tokens.append(
+                    center.subscribe(topic, delivery: .mainActor) { value in
+                        MainActor.assertIsolated()
+                        log.values.append("m\(i):\(value)")
+                    })
+            }
+        }
+        tokens[3].pause()
+        #expect(center.post(topic, 1) == 5)
+        #expect(log.values == ["m0:1", "m2:1", "m5:1"])
+        #expect(calls.values == ["i1:1", "i4:1"])
+        log.values = []
+        let poster = TestThread {
+            for value in 2...3 { center.post(topic, value) }
+        }
+        poster.join()
+        #expect(log.values.isEmpty)  // this test holds the main actor
+        #expect(calls.values.count == 6)
+        await center.waitForPendingDeliveries()
+        #expect(log.values == ["m0:2", "m2:2", "m5:2", "m0:3", "m2:3", "m5:3"])
+        withExtendedLifetime(tokens) {}
+    }
+
     @Test @MainActor func aMainActorHandlerPostedOnTheMainThreadRunsBeforePostReturns() {
         let center = PostCenter()
         let log = MainLog()

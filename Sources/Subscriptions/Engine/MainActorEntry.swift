@@ -7,48 +7,59 @@ internal import _SubscriptionsShims
 ///
 /// **On the main actor** a post recognises this class by its metadata (like `_Handler`), asks
 /// once per post whether it runs on the main actor (a thread-local load once the thread was
-/// asked, see `_isOnMainActor()`), and calls `handler` directly: no envelope, no cast, no
-/// allocation, no virtual call.
+/// asked, see `_isOnMainActor()`), and calls `handler` directly (`call`): no
+/// envelope, no cast, no allocation, no virtual call, no reference counting, no load beyond the
+/// entry's own memory.
 ///
 /// **Elsewhere** the post appends the payload to the center's main mailbox (`_Mailbox`),
 /// which one main-queue job per burst drains for every main-actor handler of the center, in
 /// post order.
 final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
-    // @unchecked: `owner` is written only by `releaseHandler()`, after the canceller's wait, and
-    // `function` is used only inside a frame after checking the state, so the two never overlap.
+    // @unchecked: `function` is replaced only by `releaseHandler()`, after the canceller's wait,
+    // and called only inside a frame after checking the state, so the two never overlap.
 
-    /// The user's handler, reached without reference counting: `owner` keeps it alive until
-    /// `releaseHandler()`, after which no call reads it. (An optional `var` closure would cost a
-    /// retain and a release per call, and two reabstraction thunks.)
-    private let function: Unmanaged<_HandlerBox<Payload>>
-    @exclusivity(unchecked) private var owner: _HandlerBox<Payload>?
+    /// The user's handler, stored in the entry and called in place: a noncopyable value is
+    /// borrowed where it lies, so a call costs no reference counting (a closure in a `var`
+    /// would be copied, a retain and a release per call), yet `releaseHandler()` can still let
+    /// go of it while a queued delivery holds the entry.
+    @exclusivity(unchecked) private var function: _InPlaceFunction<Payload>
     /// Where posts from other threads go.
     let mailbox: _Mailbox
 
     /// `handler` is a main-actor function stored as a plain one (see `_nonisolated`): it is only
     /// called on the main actor.
     init(_ handler: @escaping (Payload) -> Void, mailbox: _Mailbox) {
-        let box = _HandlerBox(handler)
-        self.owner = box
-        self.function = .passUnretained(box)
+        self.function = _InPlaceFunction(handler)
         self.mailbox = mailbox
     }
 
-    /// Calls the handler; only inside a frame, after checking the entry's state.
+    /// Calls the handler: only on the main actor, inside a frame, after checking the entry's
+    /// state (the post path, once the post knows it runs on the main actor).
     @inline(__always)
-    private func call(_ payload: Payload) {
-        function._withUnsafeGuaranteedRef { $0.handler(payload) }
+    func call(_ payload: Payload) {
+        function.call(payload)
     }
 
-    /// The post path (inside the post's frame, the entry checked active): calls the handler when
-    /// the post runs on the main actor, else hands the payload to the mailbox.
+    /// The post path when the post does not know yet where it runs, or knows it runs elsewhere
+    /// (inside the post's frame, the entry checked active): calls the handler when the post runs
+    /// on the main actor, else hands the payload to the mailbox. Returns whether it called the
+    /// handler.
     @inline(__always)
-    func take(_ payload: Payload, onMainActor: Bool, route: Unmanaged<_Route>) {
+    @discardableResult
+    func take(_ payload: Payload, onMainActor: Bool, route: Unmanaged<_Route>) -> Bool {
         if onMainActor {
             call(payload)
-        } else {
-            mailbox.append(payload, entry: self, route: route.takeUnretainedValue())
+            return true
         }
+        enqueue(payload, route: route)
+        return false
+    }
+
+    /// Hands the payload to the mailbox; out of line, so that the post's walk stays small. The
+    /// post's frame keeps `route` alive: no retain and release around the call.
+    @inline(never)
+    private func enqueue(_ payload: Payload, route: Unmanaged<_Route>) {
+        route._withUnsafeGuaranteedRef { mailbox.append(payload, entry: self, route: $0) }
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
@@ -79,15 +90,29 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func releaseHandler() {
-        owner = nil
+        function = _InPlaceFunction()
     }
 }
 
-/// A handler closure in a box of its own, so that an entry can reach it through an unretained
-/// reference and still let go of it when cancelled.
-final class _HandlerBox<Payload> {
-    let handler: (Payload) -> Void
-    init(_ handler: @escaping (Payload) -> Void) { self.handler = handler }
+/// A function that its owner calls where it lies: noncopyable, so that calling it through a
+/// `var` of a class borrows it in place instead of copying it (a retain and a release of its
+/// context per call). Replacing the value releases the function and what it captured.
+struct _InPlaceFunction<Payload>: ~Copyable {
+    private let function: (Payload) -> Void
+
+    init(_ function: @escaping (Payload) -> Void) {
+        self.function = function
+    }
+
+    /// A function that does nothing and captures nothing.
+    init() {
+        self.function = { _ in }
+    }
+
+    @inline(__always)
+    borrowing func call(_ payload: Payload) {
+        function(payload)
+    }
 }
 
 /// A main-actor function and the same function as a plain one: global-actor isolation does not

@@ -26,20 +26,6 @@ struct _Stripes: @unchecked Sendable {
     }
 }
 
-/// Whether a post runs on the main actor, asked at most once per post (by its first main-actor
-/// handler) and only when it has one.
-struct _PostPlace {
-    private var known: UInt8 = 0
-
-    /// `true` on the main thread or the main queue.
-    var onMainActor: Bool {
-        mutating get {
-            if known == 0 { known = _isOnMainActor() ? 1 : 2 }
-            return known == 1
-        }
-    }
-}
-
 /// What a post walks: the route it found, the slot buffer it published in its frame, and its
 /// frame in the thread's record.
 struct _PostStart {
@@ -102,17 +88,27 @@ extension PostCenter {
     /// canceller that cancels it later sees `at` and waits (see DESIGN.md, "Post").
     ///
     /// Entries whose class is `direct` (an immediate handler of exactly the posted payload type)
-    /// are called through `call`: no cast, no virtual call, no reference counting. Every other
-    /// entry goes to `other`, which returns whether its handler ran or was scheduled.
+    /// are called through `call`: no cast, no virtual call, no reference counting. Entries whose
+    /// class is `main()` (a plain main-actor handler of exactly the posted payload type; `main` is
+    /// evaluated only for entries of neither fast class) go to `takeMain`, with whether the post
+    /// runs on the main actor, asked by the first one (`_isOnMainActor()`: at most once per post,
+    /// never for a post without one); `takeMain` returns whether it called the handler there.
+    /// Once one did, the others are called like `direct` ones, through `callMain`: one more
+    /// comparison than a `direct` entry. Every other entry goes to `other`, which returns whether
+    /// its handler ran or was scheduled.
     @inline(__always)
     func _walk(
-        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) -> Void, other: (_Entry) -> Bool
+        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) -> Void, main: () -> ObjectIdentifier,
+        callMain: (_Entry) -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
     ) -> Int {
         var delivered = 0
         let buffer = start.buffer
         let record = start.record
         let f = start.frame
         let count = buffer.count
+        // The address of the class `callMain` calls: 0 (no class) until the post knows where it
+        // runs, then `main()`'s on the main actor, or 1 (no class either) elsewhere.
+        var mainHere: UInt = 0
         for i in 0..<count {
             if i &+ _walkPrefetchDistance < count {
                 _subscriptions_prefetch(UnsafeRawPointer(bitPattern: buffer.slot(i &+ _walkPrefetchDistance)))
@@ -124,8 +120,17 @@ extension PostCenter {
             if buffer.slot(i) != bits { continue }
             _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
                 guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
-                if ObjectIdentifier(type(of: entry)) == direct {
+                let kind = ObjectIdentifier(type(of: entry))
+                if kind == direct {
                     call(entry)
+                    delivered &+= 1
+                } else if UInt(bitPattern: kind) == mainHere {
+                    callMain(entry)
+                    delivered &+= 1
+                } else if kind == main() {
+                    let ask = mainHere == 0
+                    let ranHere = takeMain(entry, ask && _isOnMainActor())
+                    if ask { mainHere = ranHere ? UInt(bitPattern: kind) : 1 }
                     delivered &+= 1
                 } else if other(entry) {
                     delivered &+= 1
@@ -187,18 +192,16 @@ extension PostCenter {
         }
         return _inPostFrame(key) { start in
             var made: PostObject?
-            var place = _PostPlace()
             return _walk(
                 start, direct: direct,
                 call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-                other: { entry in
-                    if ObjectIdentifier(type(of: entry)) == main {
-                        unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
-                            payload, onMainActor: place.onMainActor, route: start.route)
-                        return true
-                    }
-                    return _deliverTyped(payload, to: entry, route: start.route, sender: sender, envelope: &made)
-                })
+                main: { main },
+                callMain: { unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
+                takeMain: { entry, onMainActor in
+                    unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
+                        payload, onMainActor: onMainActor, route: start.route)
+                },
+                other: { _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made) })
         }
     }
 
@@ -224,18 +227,16 @@ extension PostCenter {
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
         _inPostFrame(key) { start in
             let object = makeEnvelope()
-            var place = _PostPlace()
             return _walk(
                 start, direct: ObjectIdentifier(_EnvelopeHandler.self),
                 call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-                other: { entry in
-                    if ObjectIdentifier(type(of: entry)) == ObjectIdentifier(_MainHandler<PostObject>.self) {
-                        unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
-                            object, onMainActor: place.onMainActor, route: start.route)
-                        return true
-                    }
-                    return entry.deliver(object, sender: sender, route: start.route.takeUnretainedValue())
-                })
+                main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
+                callMain: { unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
+                takeMain: { entry, onMainActor in
+                    unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
+                        object, onMainActor: onMainActor, route: start.route)
+                },
+                other: { $0.deliver(object, sender: sender, route: start.route.takeUnretainedValue()) })
         }
     }
 
