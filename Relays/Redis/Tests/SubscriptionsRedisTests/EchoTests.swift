@@ -24,7 +24,8 @@ struct EchoTests {
         #expect(eventually { pair.relayA.publishedPosts == 10 })
         pair.b.post(fence, flag: "done")
 
-        #expect(eventually { fences.count == 1 })
+        #expect(eventually { fences.count >= 1 })
+        #expect(fences.values == ["done"])
         #expect(atA.values == Array(0..<10))  // the local posts only, once each
         withExtendedLifetime((tokens, locals)) {}
     }
@@ -44,11 +45,12 @@ struct EchoTests {
         #expect(pair.waitUntilReady())
 
         pair.a.post(.chat, Message(seq: 7, text: ""))
-        #expect(eventually { atB.count == 1 })
+        #expect(eventually { atB.count >= 1 })
         // Had B re-published the post, its publisher would have sent it before this fence.
         pair.b.post(fence, flag: "done")
 
-        #expect(eventually { fences.count == 1 })
+        #expect(eventually { fences.count >= 1 })
+        #expect(fences.values == ["done"])
         #expect(atA.values == [7])
         #expect(atB.values == [7])
         withExtendedLifetime((tokens, locals)) {}
@@ -73,10 +75,11 @@ struct EchoTests {
         #expect(pair.waitUntilReady())
 
         pair.a.post(.chat, Message(seq: 1, text: ""))
-        #expect(eventually { atB.count == 2 })
+        #expect(eventually { atB.count >= 2 })
         pair.b.post(fence, flag: "done")
 
-        #expect(eventually { fences.count == 1 })
+        #expect(eventually { fences.count >= 1 })
+        #expect(fences.values == ["done"])
         #expect(atB.values == [1, 101])
         #expect(atA.values == [1])
         withExtendedLifetime((tokens, locals, answer)) {}
