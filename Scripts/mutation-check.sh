@@ -154,8 +154,10 @@ if command == "check":
 elif command == "sync":
     # Copies the tracked and untracked-but-not-ignored files to the scratch tree, keeping the
     # modification times of unchanged files (so the build there stays incremental), and removes
-    # files the source no longer has.
+    # files the source no longer has. Given a manifest (a path relative to the tree) and a
+    # trailer, the copy of that manifest ends with the trailer.
     dest = sys.argv[4]
+    trimmed, trailer = (os.path.normpath(sys.argv[5]), sys.argv[6]) if len(sys.argv) > 6 else (None, "")
     out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          check=True, capture_output=True).stdout.decode()
     files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))
@@ -172,7 +174,12 @@ elif command == "sync":
                 os.symlink(os.readlink(src), dst)
     for f in files:
         src, dst = os.path.join(root, f), os.path.join(dest, f)
-        if not os.path.isfile(dst) or not filecmp.cmp(src, dst, shallow=False):
+        if f == trimmed:
+            text = open(src, encoding="utf-8").read() + trailer
+            if not os.path.isfile(dst) or open(dst, encoding="utf-8").read() != text:
+                with open(dst, "w", encoding="utf-8") as out:
+                    out.write(text)
+        elif not os.path.isfile(dst) or not filecmp.cmp(src, dst, shallow=False):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy2(src, dst)
     for dirpath, dirnames, filenames in os.walk(dest):
@@ -231,16 +238,27 @@ descendants() {
 linebuf=()
 mutant_env=()  # NAME=value words of the current mutant's `env:` field
 command -v stdbuf > /dev/null && linebuf=(stdbuf -oL)  # keeps the log complete up to a crash
+# A background job of a script starts with SIGQUIT ignored, and the test bundle would keep that:
+# restore the default, so that the SIGQUIT sent on a timeout prints the hung stacks (GNU env).
+default_signals=()
+env --default-signal=QUIT true 2> /dev/null && default_signals=(--default-signal=QUIT)
 
 # Runs the tests (all, or those matching $2), logging to $1. Sets `verdict` to an empty string
 # when every test passed, else to what killed the mutant. After $3 seconds the test process gets
 # SIGQUIT, so that Swift's backtracer prints where every thread hangs, and is then killed.
 run_tests() {
     local log=$1 regex=$2 limit=$3 rc=0 pid ticks=0 hung=false kids
-    local args=(test --skip-build)
+    local args=(--testing-library swift-testing)
     [ -n "$regex" ] && args+=(--filter "$regex")
-    (cd "$package" && exec env ${test_env[@]+"${test_env[@]}"} ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" \
-        swift "${args[@]}") > "$log" 2>&1 &
+    # The test bundle itself, not `swift test --skip-build`: the same Swift Testing run and
+    # output without SwiftPM's planning and the empty XCTest pass (about a second per run).
+    # The subshell outlives the bundle (`exit` after it, so bash cannot exec it in its place): a
+    # crash is reported by the subshell in the log, not by this shell on the console.
+    (
+        cd "$package" && env ${default_signals[@]+"${default_signals[@]}"} NO_COLOR=1 ${test_env[@]+"${test_env[@]}"} \
+            ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" "$bundle" "${args[@]}"
+        exit $?
+    ) > "$log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2> /dev/null; do
         if [ $ticks -ge $((limit * 5)) ]; then
@@ -254,7 +272,7 @@ run_tests() {
         # The test process and its exit-test children, listed before anything exits: a child
         # whose parent died is no longer found below it.
         kids=$(descendants "$pid")
-        [ -n "$kids" ] && kill -QUIT $kids 2> /dev/null
+        kill -QUIT "$pid" $kids 2> /dev/null
         for _ in $(seq 50); do
             kill -0 "$pid" 2> /dev/null || break
             sleep 0.2
@@ -281,8 +299,13 @@ run_tests() {
     fi
 }
 
+bundle=""  # the test bundle, set by build
 build() {
-    (cd "$package" && swift build --build-tests) > "$1" 2>&1
+    (cd "$package" && swift build --build-tests) > "$1" 2>&1 || return 1
+    if [ -z "$bundle" ]; then
+        bundle=$(find "$(cd "$package" && swift build --show-bin-path)/" -maxdepth 1 -name '*PackageTests.xctest' | head -1)
+        [ -x "$bundle" ] || { echo "no test bundle (*PackageTests.xctest) after the build" >> "$1"; return 1; }
+    fi
 }
 
 if $check_only; then
@@ -302,7 +325,15 @@ fi
 
 start=$SECONDS
 mkdir -p "$tree" "$logs"
-helper sync "$root" "$list" "$tree"
+# The scratch copy's manifest builds only the test bundle and what it runs, not the examples,
+# benchmarks and checks that no verdict reads: fewer compiles and links per mutant.
+if $relay; then
+    unused='$0.type == .executable && $0.name != "RelayPeer"'  # the tests start RelayPeer
+else
+    unused='$0.type == .executable || $0.name == "FootprintSupport"'
+fi
+helper sync "$root" "$list" "$tree" "$package_dir/Package.swift" \
+    $'\n// Added by Scripts/mutation-check.sh to its scratch copy: the tests need none of these.\n'"package.targets.removeAll { $unused }"$'\n'
 
 if $relay; then
     # shellcheck source=Scripts/redis-server.sh
