@@ -31,7 +31,8 @@
 #
 # Environment: MUTATION_SCRATCH (default .build/mutation, .build/mutation-relay with --relay: the
 # scratch copy, its builds, the logs), MUTATION_TIMEOUT (seconds per whole-suite run; default 3x
-# the unmutated run, at least 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default 45). A run that reaches its timeout
+# the unmutated run, at least 120), MUTATION_HINT_TIMEOUT (seconds per hint run, default the
+# mutant's `hint-timeout:`, else 45). A run that reaches its timeout
 # counts as killed by the timeout (the mutant made something hang); the line names the tests on
 # the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
 # runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode. Needs git,
@@ -136,6 +137,8 @@ def check(root, mutants, path):
         found = open(path, encoding="utf-8").read().count(snippet(m["find"]))
         if found != 1:
             problems.append(f"{where}: the find snippet occurs {found} times in {m['file']}, not once")
+        if not m.get("hint-timeout", "1").isdigit() or "hint" not in m and "hint-timeout" in m:
+            problems.append(f"{where}: 'hint-timeout:' must be a number of seconds, with a 'hint:'")
         if m["find"] == m["replace"]:
             problems.append(f"{where}: the replacement changes nothing")
     if problems:
@@ -145,11 +148,11 @@ command, root, path = sys.argv[1], sys.argv[2], sys.argv[3]
 mutants = parse(path)
 check(root, mutants, path)
 if command == "check":
-    # id, name, file, hint, equivalent reason, env, breaks: one tab-separated line per mutant, "-"
-    # for an empty field (bash's `read` would merge empty tab-separated fields).
+    # id, name, file, hint, equivalent reason, env, hint timeout, breaks: one tab-separated line
+    # per mutant, "-" for an empty field (bash's `read` would merge empty tab-separated fields).
     for m in mutants:
         fields = [m["id"], m["name"], m["file"], m.get("hint", ""), m.get("equivalent", ""), m.get("env", ""),
-                  m["breaks"]]
+                  m.get("hint-timeout", ""), m["breaks"]]
         print("\t".join(f.replace("\t", " ") or "-" for f in fields))
 elif command == "sync":
     # Copies the tracked and untracked-but-not-ignored files to the scratch tree, keeping the
@@ -395,12 +398,13 @@ timeout_full=${MUTATION_TIMEOUT:-$((SECONDS - base_start < 40 ? 120 : 3 * (SECON
 echo "unmutated suite passed in $((SECONDS - base_start)) s; timeout per mutant run: $timeout_full s"
 
 n=0 killed=0 equivalent=0 survived=0
-while IFS=$'\t' read -r id name file hint reason envs breaks; do
+while IFS=$'\t' read -r id name file hint reason envs hint_timeout breaks; do
     if [ ${#ids[@]} -gt 0 ] && ! printf '%s\n' "${ids[@]}" | grep -qx "$id"; then continue; fi
     n=$((n + 1))
     label=$(printf '%-4s %-48s' "$id" "$name")
     [ "$hint" = - ] && hint=""
     [ "$reason" = - ] && reason=""
+    [ "$hint_timeout" = - ] && hint_timeout=""
     mutant_env=()
     [ "$envs" = - ] || read -ra mutant_env <<< "$envs"
     [ ${#mutant_env[@]} -gt 0 ] && label="$label [${mutant_env[*]}]"
@@ -419,7 +423,7 @@ while IFS=$'\t' read -r id name file hint reason envs breaks; do
     verdict=""
     how=""
     if ! $full && [ -n "$hint" ]; then
-        run_tests "$logs/$id.hint.log" "$hint" "${MUTATION_HINT_TIMEOUT:-45}"
+        run_tests "$logs/$id.hint.log" "$hint" "${MUTATION_HINT_TIMEOUT:-${hint_timeout:-45}}"
         how="hint"
     fi
     if [ -z "$verdict" ]; then
