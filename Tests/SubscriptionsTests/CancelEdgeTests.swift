@@ -20,14 +20,18 @@ struct CancelEdgeTests {
         _ThreadRecord(words: UnsafeMutablePointer(bitPattern: bits)!)
     }
 
-    /// Spins until `bits` names a record that waits, or a bound (a failed round, not a hang).
-    static func untilWaiting(_ bits: borrowing Atomic<UInt>) {
+    /// Spins until `bits` names a record that waits, or `done()` holds, or `bound` spins passed
+    /// (a failed round, not a hang).
+    static func untilWaiting(
+        _ bits: borrowing Atomic<UInt>, orUntil done: () -> Bool = { false }, bound: Int = 2_000_000
+    ) {
         var spins = 0
-        while bits.load(ordering: .sequentiallyConsistent) == 0
-            || record(bits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
+        while !done()
+            && (bits.load(ordering: .sequentiallyConsistent) == 0
+                || record(bits.load(ordering: .sequentiallyConsistent)).waitingFor == 0)
         {
             spins += 1
-            if spins > 2_000_000 { break }
+            if spins > bound { break }
             sched_yield()
         }
     }
@@ -72,13 +76,7 @@ struct CancelEdgeTests {
         while bBits.load(ordering: .sequentiallyConsistent) == 0 { sched_yield() }
         let a = TestThread { center.post("edge.x.\(round)") }
         // Let X end once B waits for it (or once B returned without waiting: the breach).
-        var polls = 0
-        while !bReturned.isSet && CancelEdgeTests.record(bBits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
-            && polls < 50_000_000
-        {
-            polls += 1
-            sched_yield()
-        }
+        CancelEdgeTests.untilWaiting(bBits, orUntil: { bReturned.isSet }, bound: 50_000_000)
         xMayEnd.signal()
         #expect(b.join(timeout: 20), "B's cancel() never returned")
         #expect(a.join(timeout: 20), "A's post never returned")
@@ -141,13 +139,7 @@ struct CancelEdgeTests {
         while bBits.load(ordering: .sequentiallyConsistent) == 0 { sched_yield() }
         let a = TestThread { center.post("edge.chain.x.\(round)") }
         // Let X end once C waits for it (or once C returned without waiting: the breach).
-        var polls = 0
-        while !cReturned.isSet && CancelEdgeTests.record(cBits.load(ordering: .sequentiallyConsistent)).waitingFor == 0
-            && polls < 50_000_000
-        {
-            polls += 1
-            sched_yield()
-        }
+        CancelEdgeTests.untilWaiting(cBits, orUntil: { cReturned.isSet }, bound: 50_000_000)
         xMayEnd.signal()
         #expect(c.join(timeout: 20), "C's post never returned")
         #expect(b.join(timeout: 20), "B's cancel() never returned")
