@@ -131,11 +131,11 @@ def check(root, mutants, path):
         if not m["find"]:
             problems.append(f"{where}: empty '--- find'")
             continue
-        path = os.path.join(root, m.get("file", ""))
-        if not os.path.isfile(path):
+        target = os.path.join(root, m.get("file", ""))
+        if not os.path.isfile(target):
             problems.append(f"{where}: no file {m.get('file')}")
             continue
-        found = open(path, encoding="utf-8").read().count(snippet(m["find"]))
+        found = open(target, encoding="utf-8").read().count(snippet(m["find"]))
         if found != 1:
             problems.append(f"{where}: the find snippet occurs {found} times in {m['file']}, not once")
         if not m.get("hint-timeout", "1").isdigit() or "hint" not in m and "hint-timeout" in m:

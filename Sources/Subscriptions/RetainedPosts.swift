@@ -99,40 +99,4 @@ extension PostCenter {
     public func clearRetained(_ name: String) {
         _clearRetained(name)
     }
-
-    // MARK: Async sequences
-
-    /// The posts of `topic` as an asynchronous sequence that, with `replay: true`, starts with
-    /// the name's retained payload (if it is a `Payload`), then yields every later post, none
-    /// twice and none out of order.
-    ///
-    /// ```swift
-    /// for await level in center.posts(.battery, replay: true) { gauge.show(level) }
-    /// ```
-    ///
-    /// Otherwise the same as `posts(_:bufferingPolicy:)`: the retained
-    /// payload is the first buffered element and counts against `bufferingPolicy`. `Payload`
-    /// must be `Sendable`, as there: the posting (or replaying) thread buffers it and the
-    /// iterating task takes it. Like every
-    /// `posts` overload, it records its caller's `fileID` and `line` (leave the defaults) for
-    /// ``subscriptionSites(for:)``.
-    public func posts<Payload: Sendable>(
-        _ topic: Topic<Payload>, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool,
-        fileID: String = #fileID, line: Int = #line
-    ) -> Posts<Payload> {
-        _posts(topic.name, bufferingPolicy) { buffer in
-            self.subscribe(topic, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
-        }
-    }
-
-    /// The posts of `name` as an asynchronous sequence of envelopes that, with `replay: true`,
-    /// starts with the name's retained post; see ``posts(_:bufferingPolicy:replay:fileID:line:)-(Topic<Payload>,_,_,_,_)``.
-    public func posts(
-        _ name: String, bufferingPolicy: PostsBufferingPolicy = .unbounded, replay: Bool, fileID: String = #fileID,
-        line: Int = #line
-    ) -> Posts<PostObject> {
-        _posts(name, bufferingPolicy) { buffer in
-            self.subscribe(name, replay: replay, fileID: fileID, line: line) { buffer.push($0) }
-        }
-    }
 }

@@ -155,14 +155,14 @@ extension Style {
         },
         Style(name: "one-shot, fired and unfired") { center, i, _ in
             let capture = Capture()
-            let fired = center.subscribeOnce("leak.once.\(i % 8)") { _ in
+            let fired = center.subscribe("leak.once.\(i % 8)", once: true) { _ in
                 withExtendedLifetime(capture) {}
                 called()
             }
             center.post("leak.once.\(i % 8)")
             center.post("leak.once.\(i % 8)")
             withExtendedLifetime(fired) {}
-            let unfired = center.subscribeOnce(itemTopic) { _ in withExtendedLifetime(capture) {} }
+            let unfired = center.subscribe(itemTopic, once: true) { _ in withExtendedLifetime(capture) {} }
             unfired.cancel()
             return 1
         },

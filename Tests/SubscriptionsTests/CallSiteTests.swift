@@ -40,7 +40,7 @@ struct CallSiteTests {
             center.subscribe("a", fileID: "App/A.swift", line: 1) { _ in },
             center.subscribe(topic, fileID: "App/B.swift", line: 2) { _ in },
             center.subscribe(topic, delivery: .queue(.main), fileID: "App/C.swift", line: 3) { _ in },
-            center.subscribeOnce("a", fileID: "App/D.swift", line: 4) { _ in },
+            center.subscribe("a", once: true, fileID: "App/D.swift", line: 4) { _ in },
             center.subscribe("a", from: owner, fileID: "App/E.swift", line: 5) { _ in },
             center.register("a", observer: owner, fileID: "App/F.swift", line: 6, selector: SiteOwner.handle),
             PostCenter.subscribe("a", fileID: "App/G.swift", line: 7) { _ in },

@@ -50,7 +50,7 @@ struct DeliveryRulesTests {
         let topic = Topic<Counted>("counted")
         let a = center.subscribe(topic) { $0.value += 1 }
         let b = center.subscribe(topic, delivery: .immediate) { $0.value += 10 }
-        let c = center.subscribeOnce(topic) { $0.value += 100 }
+        let c = center.subscribe(topic, once: true) { $0.value += 100 }
         let counted = Counted()
         #expect(center.post(topic, counted) == 3)
         #expect(center.post(topic, counted) == 2)
@@ -62,9 +62,9 @@ struct DeliveryRulesTests {
         let center = PostCenter()
         let panel = Panel()
         let topic = Topic<Int>("count")
-        let once = center.subscribeOnce("login", delivery: .mainActor) { post in panel.seen.append("once:" + post.flag)
+        let once = center.subscribe("login", delivery: .mainActor, once: true) { post in panel.seen.append("once:" + post.flag)
         }
-        let typed = center.subscribeOnce(topic, delivery: .mainActor) { value in panel.seen.append("typed:\(value)") }
+        let typed = center.subscribe(topic, delivery: .mainActor, once: true) { value in panel.seen.append("typed:\(value)") }
         center.post("login", flag: "1")
         center.post("login", flag: "2")
         center.post(topic, 7)

@@ -271,7 +271,7 @@ struct EngineMutantPinTests {
         let center = PostCenter()
         let name = "pin.once.slots"
         let fired = Counter()
-        let tokens = (0..<1_000).map { _ in center.subscribeOnce(name) { _ in fired.increment() } }
+        let tokens = (0..<1_000).map { _ in center.subscribe(name, once: true) { _ in fired.increment() } }
         let keeper = center.subscribe(name) { _ in }
         #expect(center.post(name) == 1_001)
         let slots = center._route(_NameKey(name))?._slotCount ?? -1

@@ -99,7 +99,7 @@ struct EngineProtocolTests {
             let calls = Counter()
             let other =
                 firedOneShot
-                ? center.subscribeOnce("sync") { _ in calls.increment() }
+                ? center.subscribe("sync", once: true) { _ in calls.increment() }
                 : center.subscribe("sync") { _ in calls.increment() }
             if firedOneShot { center.post("sync", flag: "fire") }
             let callsBefore = calls.count
@@ -141,7 +141,7 @@ struct EngineProtocolTests {
                 slot.cancel()
                 if finished.isSet { finishedAtReturn.set() }
             }
-            slot.token = center.subscribeOnce("once") { _ in
+            slot.token = center.subscribe("once", once: true) { _ in
                 started.signal()
                 while !cancelling.isSet { sched_yield() }
                 usleep(2_000)  // a long handler: the cancel must wait for it whatever it takes
@@ -171,7 +171,7 @@ struct EngineProtocolTests {
             }
             let slot = TokenSlot()
             let ran = Counter()
-            slot.token = center.subscribeOnce("self") { _ in
+            slot.token = center.subscribe("self", once: true) { _ in
                 ran.increment()
                 slot.cancel()
                 cancelReturned.signal()

@@ -262,7 +262,7 @@ struct GuaranteePinTests {
         let count = 1_000
         for round in 0..<Reliability.scaled(200, minimum: 20) {
             let runs = (0..<count).map { _ in Reliability.Tally() }
-            let tokens = runs.map { tally in center.subscribeOnce(name) { _ in tally.up() } }
+            let tokens = runs.map { tally in center.subscribe(name, once: true) { _ in tally.up() } }
             let returned = Reliability.Tally()
             Reliability.onThreads(2) { _ in returned.add(center.post(name)) }
             let twice = runs.count { $0.current != 1 }

@@ -726,7 +726,7 @@ final class RealSide: @unchecked Sendable {
         case .handler where delivery == .mainActor:
             return center.subscribe(name, delivery: .mainActor, handler: body)
         case .handler: return center.subscribe(name, delivery: route, handler: body)
-        case .once: return center.subscribeOnce(name, delivery: route, handler: body)
+        case .once: return center.subscribe(name, delivery: route, once: true, handler: body)
         case .filtered: return center.subscribe(name, from: sender!, delivery: route, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)
@@ -748,7 +748,7 @@ final class RealSide: @unchecked Sendable {
         case .handler where delivery == .mainActor:
             return center.subscribe(topic, delivery: .mainActor, handler: body)
         case .handler: return center.subscribe(topic, delivery: route, handler: body)
-        case .once: return center.subscribeOnce(topic, delivery: route, handler: body)
+        case .once: return center.subscribe(topic, delivery: route, once: true, handler: body)
         case .filtered: return center.subscribe(topic, from: sender!, delivery: route, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)

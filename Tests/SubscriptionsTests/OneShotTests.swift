@@ -8,7 +8,7 @@ struct OneShotTests {
     @Test func oneShotDeliversOnlyTheFirstPostAndBecomesInactive() {
         let center = PostCenter()
         let calls = Mutex<[String]>([])
-        let token = center.subscribeOnce("x") { post in calls.withLock { $0.append(post.flag) } }
+        let token = center.subscribe("x", once: true) { post in calls.withLock { $0.append(post.flag) } }
         #expect(token.isActive)
         #expect(center.subscriptionCount(for: "x") == 1)
         #expect(center.post("x", flag: "first") == 1)
@@ -29,7 +29,7 @@ struct OneShotTests {
         for _ in 0..<200 {
             let calls = Atomic<Int>(0)
             let returned = Atomic<Int>(0)
-            let token = center.subscribeOnce(topic) { _ in calls.add(1, ordering: .relaxed) }
+            let token = center.subscribe(topic, once: true) { _ in calls.add(1, ordering: .relaxed) }
             DispatchQueue.concurrentPerform(iterations: 4) { i in
                 for _ in 0..<5 { returned.add(center.post(topic, i), ordering: .relaxed) }
             }
@@ -43,7 +43,7 @@ struct OneShotTests {
         let center = PostCenter()
         let queue = DispatchQueue(label: "once")
         let calls = Mutex<[Int]>([])
-        let token = center.subscribeOnce(Topic<Int>("q"), delivery: .queue(queue)) { v in
+        let token = center.subscribe(Topic<Int>("q"), delivery: .queue(queue), once: true) { v in
             calls.withLock { $0.append(v) }
         }
         #expect(center.post(Topic<Int>("q"), 1) == 1)
@@ -56,7 +56,7 @@ struct OneShotTests {
     @Test func oneShotCancelledBeforeAnyPostNeverRuns() {
         let center = PostCenter()
         let calls = Atomic<Int>(0)
-        let token = center.subscribeOnce("x") { _ in calls.add(1, ordering: .relaxed) }
+        let token = center.subscribe("x", once: true) { _ in calls.add(1, ordering: .relaxed) }
         token.cancel()
         #expect(center.post("x") == 0)
         #expect(calls.load(ordering: .relaxed) == 0)

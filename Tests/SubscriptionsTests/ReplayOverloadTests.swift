@@ -27,7 +27,7 @@ struct ReplayOverloadTests {
             center.subscribe("sites", replay: true, fileID: "App/A.swift", line: 1) { _ in },
             center.subscribe(topic, replay: true, fileID: "App/B.swift", line: 2) { _ in },
             center.subscribe(topic, delivery: .queue(.main), replay: true, fileID: "App/C.swift", line: 3) { _ in },
-            center.subscribeOnce("sites", replay: true, fileID: "App/D.swift", line: 4) { _ in },
+            center.subscribe("sites", replay: true, once: true, fileID: "App/D.swift", line: 4) { _ in },
             center.register(
                 "sites", observer: owner, replay: true, fileID: "App/E.swift", line: 5, selector: ReplayObserver.take),
             center.subscribe(topic, delivery: .mainActor, replay: true, fileID: "App/F.swift", line: 6) { _ in },
@@ -59,10 +59,10 @@ struct ReplayOverloadTests {
                 center.subscribe(topic, replay: true) { seen.append("immediate \($0)") },
                 center.subscribe(topic, delivery: .queue(queue), replay: true) { seen.append("queue \($0)") },
                 center.subscribe(topic, delivery: .mainActor, replay: true) { seen.append("main \($0)") },
-                center.subscribeOnce(topic, replay: true) { seen.append("once \($0)") },
-                center.subscribeOnce(topic, delivery: .queue(queue), replay: true) { seen.append("once queue \($0)") },
-                center.subscribeOnce(topic, delivery: .mainActor, replay: true) { seen.append("once main \($0)") },
-                center.subscribeOnce("shapes", delivery: .mainActor, replay: true) {
+                center.subscribe(topic, replay: true, once: true) { seen.append("once \($0)") },
+                center.subscribe(topic, delivery: .queue(queue), replay: true, once: true) { seen.append("once queue \($0)") },
+                center.subscribe(topic, delivery: .mainActor, replay: true, once: true) { seen.append("once main \($0)") },
+                center.subscribe("shapes", delivery: .mainActor, replay: true, once: true) {
                     seen.append("once main \($0.flag)")
                 },
                 center.subscribe("shapes", delivery: .mainActor, replay: true) { seen.append("main \($0.flag)") },

@@ -234,12 +234,12 @@ struct RetainedPostTests {
         let center = PostCenter()
         center.post(battery, 80, retain: true)
         let seen = Recorder<Int>()
-        let token = center.subscribeOnce(battery, replay: true) { seen.append($0) }
+        let token = center.subscribe(battery, replay: true, once: true) { seen.append($0) }
         center.post(battery, 81)
         #expect(seen.values == [80])
         #expect(!token.isActive)
         let flags = Recorder<String>()
-        let named = center.subscribeOnce(battery.name, replay: true) {
+        let named = center.subscribe(battery.name, replay: true, once: true) {
             flags.append("\($0.payload(as: Int.self) ?? -1)")
         }
         #expect(flags.values == ["80"])

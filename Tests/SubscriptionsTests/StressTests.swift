@@ -313,7 +313,7 @@ private struct ChurnWorker {
             sub.token = center.subscribe(Topic<Int>(name)) { _ in count() }
         case 2:
             sub.kind = .once
-            sub.token = center.subscribeOnce(name) { _ in count() }
+            sub.token = center.subscribe(name, once: true) { _ in count() }
         case 3:
             sub.kind = .observer
             let observer = Reliability.DyingObserver(
@@ -482,7 +482,7 @@ private struct ChurnWorker {
         case 1:
             sub.token = center.subscribe(ChurnWorker.topics[n]) { _ in record() }
         case 2:
-            sub.token = center.subscribeOnce(name) { _ in record() }
+            sub.token = center.subscribe(name, once: true) { _ in record() }
         case 3:
             let observer = Reliability.DyingObserver(live: ledger.liveObservers, violations: ledger.violations) {
                 ledger.sharedCalls.up()

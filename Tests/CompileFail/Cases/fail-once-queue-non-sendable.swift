@@ -12,5 +12,5 @@ let center = PostCenter()
 let counted = Topic<Counted>("counted")
 let queue = DispatchQueue(label: "q")
 
-let token = center.subscribeOnce(counted, delivery: .queue(queue)) { $0.value += 1 }
+let token = center.subscribe(counted, delivery: .queue(queue), once: true) { $0.value += 1 }
 withExtendedLifetime(token) {}

@@ -1,0 +1,132 @@
+// Entry construction: every public `subscribe`, `register` and `posts` method turns its options
+// into one `_Entry` here, and the public files only choose the factory. The cheapest entry that
+// honours the options is picked, because a post's cost depends on the entry's class:
+// - `_Handler` / `_EnvelopeHandler` / `_MainHandler`: no option, called directly by the post;
+// - `_PacedEntry`: coalesced, throttled or debounced;
+// - `_Slow`: everything else (a queue, one-shot, a sender filter, replay, an observer).
+
+extension PostCenter {
+    /// Records the call site in `entry`, then registers it under `key`.
+    @inline(__always)
+    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        return _add(entry, to: key)
+    }
+
+    /// Traps on `replay: true` with a sender filter: a retained post has no sender, so it could
+    /// never be replayed to such a subscription.
+    func _checkReplay(_ replay: Bool, sender: AnyObject?) {
+        if replay && sender != nil {
+            fatalError(
+                "Subscriptions: replay: true cannot be combined with from:; a retained post has no sender, so a subscription filtered on one never replays it. Subscribe without replay, or without from:"
+            )
+        }
+    }
+
+    /// The entry of a `subscribe` whose handler runs where `delivery` says, with every option
+    /// applied. A one-shot delivers its one post with the base delivery: pacing is ignored.
+    func _handlerEntry<Payload>(
+        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool, _ handler: @escaping (Payload) -> Void
+    ) -> _Entry {
+        _checkReplay(replay, sender: sender)
+        let executor = delivery._executor
+        let pacing = once ? nil : delivery._pacing(replay: replay)
+        if replay { return _replayableEntry(executor, once: once, handler) }
+        return _makeEntry(executor, once: once, sender: sender, pacing: pacing, handler)
+    }
+
+    /// `_handlerEntry` for envelopes: the direct-call `_EnvelopeHandler` when there is no option.
+    func _envelopeEntry(
+        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool, _ handler: @escaping (PostObject) -> Void
+    ) -> _Entry {
+        if case .immediate = delivery, sender == nil, !replay, !once { return _EnvelopeHandler(handler) }
+        return _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
+    }
+
+    /// The entry of a `subscribe` with a `@MainActor` handler, every option applied: the
+    /// direct-call `_MainHandler` when there is none.
+    func _mainActorHandlerEntry<Payload>(
+        _ delivery: MainActorDelivery, sender: AnyObject?, replay: Bool, once: Bool,
+        _ handler: @escaping @MainActor (Payload) -> Void
+    ) -> _Entry {
+        _checkReplay(replay, sender: sender)
+        let pacing = once ? nil : delivery._pacing(replay: replay)
+        if pacing == nil, sender == nil, !replay, !once { return _mainHandler(handler) }
+        return _mainActorEntry(once: once, sender: sender, pacing: pacing, handler)
+    }
+
+    /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
+    func _makeEntry<Payload>(
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
+        _ handler: @escaping (Payload) -> Void
+    ) -> _Entry {
+        if let pacing, !once {
+            return _pacedEntry(executor, pacing, observer: nil, sender: sender) { (_, payload: Payload) in
+                handler(payload)
+                return true
+            }
+        }
+        if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
+        if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
+        return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
+            _, payload in
+            handler(payload)
+            return true
+        }
+    }
+
+    /// The entry for a selector registration: the entry holds the observer weakly and passes
+    /// it, loaded, to the calling closure.
+    func _observerEntry<Observer: AnyObject, Payload>(
+        _ observer: Observer, _ executor: _Executor, pacing: Pacing? = nil,
+        _ selector: @escaping (Observer) -> (Payload) -> Void
+    ) -> _Entry {
+        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
+            guard let target else { return false }
+            selector(unsafeDowncast(target, to: Observer.self))(payload)
+            return true
+        }
+        if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        return _Slow(
+            executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor),
+            invoke: invoke)
+    }
+
+    /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.
+    func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
+        // Global-actor isolation does not change a function's representation; the entry calls it
+        // only on the main actor (see `_MainHandler`).
+        _MainHandler(_nonisolated(handler), mailbox: _deliveries.main)
+    }
+
+    /// The entry of a `@MainActor` handler with an option (one-shot, sender, pacing, replay).
+    func _mainActorEntry<Payload>(
+        once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
+        _ handler: @escaping @MainActor (Payload) -> Void
+    ) -> _Entry {
+        let invoke: (AnyObject?, Payload) -> Bool = { _, payload in
+            let box = _UncheckedSendable(payload)
+            MainActor.assumeIsolated { handler(box.value) }
+            return true
+        }
+        if let pacing, !once { return _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke) }
+        return _Slow<Payload>(
+            executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries, invoke: invoke)
+    }
+
+    /// The entry of a `@MainActor` observer's method: the observer is held weakly and loaded for
+    /// each call.
+    func _mainActorObserverEntry<Observer: AnyObject, Payload>(
+        _ observer: Observer, pacing: Pacing? = nil, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+    ) -> _Entry {
+        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
+            guard let target else { return false }
+            let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
+            MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }
+            return true
+        }
+        if let pacing { return _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        return _Slow<Payload>(
+            executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
+    }
+}

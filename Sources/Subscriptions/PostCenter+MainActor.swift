@@ -1,0 +1,105 @@
+/// `@MainActor` handlers and observers: `delivery: .mainActor` (see ``MainActorDelivery``).
+///
+/// Posts made on the main thread run them synchronously, in subscription order, like immediate
+/// handlers; posts made elsewhere schedule them on the main actor without blocking the poster.
+/// The payload may cross to the main thread, so a topic's payload is `Sendable`.
+extension PostCenter {
+    /// Subscribes a `@MainActor` handler to the posts of `name`.
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to.
+    ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
+    ///   - delivery: `.mainActor`, or a paced main-actor delivery such as `.mainActor.coalesced`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any:
+    ///     synchronously when subscribing on the main thread, else scheduled like a post. Traps
+    ///     with `from:` and with a paced delivery.
+    ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
+    ///     delivery delivers it unpaced.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - handler: Called on the main actor with each post's envelope. Held until the token is
+    ///     cancelled or deinitialised (or its one post was delivered).
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread.
+    public func subscribe(
+        _ name: String, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
+        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (PostObject) -> Void
+    ) -> Subscription {
+        let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+    }
+
+    /// Subscribes a `@MainActor` handler to the posts of `topic`.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to; its payload crosses to the main thread, so it is `Sendable`.
+    ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
+    ///   - delivery: `.mainActor`, or a paced main-actor delivery.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
+    ///     a post. Traps with `from:` and with a paced delivery.
+    ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - handler: Called on the main actor with each payload. Held until the token is cancelled
+    ///     or deinitialised (or its one post was delivered).
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread.
+    public func subscribe<Payload: Sendable>(
+        _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
+        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (Payload) -> Void
+    ) -> Subscription {
+        let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
+    /// method runs on the main actor.
+    ///
+    /// ```swift
+    /// token = center.register("login", observer: self, delivery: .mainActor, selector: Screen.didLogin)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to.
+    ///   - observer: The object whose method is called. Held weakly.
+    ///   - delivery: `.mainActor`, or a paced main-actor delivery.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any:
+    ///     synchronously when subscribing on the main thread, else scheduled like a post.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    /// - Threading: safe from any thread.
+    public func register<Observer: AnyObject>(
+        _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+    ) -> Subscription {
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+    }
+
+    /// Registers a `@MainActor` observer's method for `topic`, holding the observer weakly.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to; its payload crosses to the main thread, so it is `Sendable`.
+    ///   - observer: The object whose method is called. Held weakly.
+    ///   - delivery: `.mainActor`, or a paced main-actor delivery.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
+    ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
+    ///     a post.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    /// - Returns: The token that keeps the registration alive. Store it in the observer.
+    /// - Threading: safe from any thread.
+    public func register<Observer: AnyObject, Payload: Sendable>(
+        _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
+        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+    ) -> Subscription {
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+}

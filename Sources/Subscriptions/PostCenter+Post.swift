@@ -1,0 +1,65 @@
+/// Posting. Every `post` takes an optional `from:` sender, which reaches the subscriptions
+/// filtered on it as well as every unfiltered one. Retaining posts is in `RetainedPosts.swift`.
+extension PostCenter {
+    /// Posts `object` to every subscription of `name`.
+    ///
+    /// ``Delivery/immediate`` handlers run on the calling thread before `post` returns; queued
+    /// ones are scheduled. Topic subscribers of `name` receive the post when `object.data` is of
+    /// their payload type.
+    ///
+    /// - Parameters:
+    ///   - name: The name to post.
+    ///   - object: The envelope every subscriber is handed.
+    ///   - sender: Who posts, for subscriptions made `from:` it; `nil` (the default) reaches
+    ///     only subscriptions without a sender filter.
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler (nested posts run depth-first).
+    @discardableResult
+    public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { object }, key)
+    }
+
+    /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
+    ///
+    /// - Parameters:
+    ///   - name: The name to post.
+    ///   - flag: The envelope's ``PostObject/flag``; empty by default.
+    ///   - data: The envelope's ``PostObject/data``, held weakly; `nil` by default.
+    ///   - sender: Who posts, for subscriptions made `from:` it.
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
+        let key = _NameKey(name)
+        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
+    }
+
+    /// Posts `payload` to every subscription of `topic`'s name.
+    ///
+    /// Topic subscribers whose payload type matches receive `payload`; plain subscribers of the
+    /// name receive a ``PostObject`` whose ``PostObject/payload(as:)`` returns it.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to post.
+    ///   - payload: The value every matching subscriber is handed.
+    ///   - sender: Who posts, for subscriptions made `from:` it.
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
+        _heard(_post(topic._key, payload, direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
+    }
+
+    /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to post.
+    ///   - sender: Who posts, for subscriptions made `from:` it.
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
+        _heard(_post(topic._key, (), direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
+    }
+}

@@ -1,0 +1,124 @@
+/// Subscribing a closure.
+///
+/// Every `subscribe` has the same axes, each a parameter with a default:
+/// - what to listen to: a plain name (the handler gets a ``PostObject``) or a ``Topic`` (the
+///   handler gets its payload);
+/// - `from:`: only posts made by one sender (held weakly), like `NotificationCenter`'s `object:`;
+/// - `delivery:`: where the handler runs. Immediate delivery (the default) takes any payload;
+///   `.queue(q)` and the paced deliveries take a `Sendable` one, since it crosses threads;
+///   `delivery: .mainActor` takes a `@MainActor` handler (in `PostCenter+MainActor.swift`);
+/// - `replay:`: start with the name's retained post (<doc:RetainedPosts>);
+/// - `once:`: deliver one post only, then end.
+///
+/// Handlers isolated to an actor of your choice take `on:` instead of `delivery:`.
+extension PostCenter {
+    /// Subscribes `handler` to the posts of `name`.
+    ///
+    /// ```swift
+    /// token = center.subscribe("login") { post in print("login via", post.flag) }
+    /// ```
+    ///
+    /// > Important: Keep the token. `_ = center.subscribe(…)`, the compiler's fix-it for the
+    /// > unused-result warning, drops it and so cancels at once. The warning is deliberate (the
+    /// > method is not `@discardableResult`): store the token in the object that owns the interest.
+    ///
+    /// - Parameters:
+    ///   - name: The name to listen to. Typed posts of the name arrive too, as envelopes whose
+    ///     ``PostObject/payload(as:)`` reads the payload.
+    ///   - sender: When given, only posts made `from:` this object are delivered; posts without a
+    ///     sender never match. Held weakly: once it deallocates, nothing more is delivered and the
+    ///     subscription is no longer counted.
+    ///   - delivery: Where the handler runs: ``Delivery/immediate`` (the default), `.queue(q)`,
+    ///     a paced delivery, or `.mainActor` (which, written literally, picks the overload that
+    ///     takes a `@MainActor` handler).
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any, then
+    ///     every later post, none twice and none out of order. Traps with `from:` (a retained
+    ///     post has no sender) and with a paced delivery, naming the conflict.
+    ///   - once: When `true`, exactly one post is delivered, even when several threads post at
+    ///     once: the first post that reaches the subscription claims it, and the subscription
+    ///     leaves the route before the handler runs (``Subscription/isActive`` turns `false`).
+    ///     A paced delivery delivers that post with its base delivery.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - handler: Called with each post's envelope. Held by the center until the token is
+    ///     cancelled or deinitialised (or its one post was delivered), then released.
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
+    /// - Complexity: amortised O(1).
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
+    public func subscribe(
+        _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
+        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (PostObject) -> Void
+    ) -> Subscription {
+        let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+    }
+
+    /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, on the
+    /// posting thread.
+    ///
+    /// Immediate delivery never hands the payload to another thread, so `Payload` need not be
+    /// `Sendable`. Queued and main-actor delivery (the other overloads) require it.
+    ///
+    /// With `replay: true`, the retained payload is delivered on the calling thread before
+    /// `subscribe` returns:
+    ///
+    /// ```swift
+    /// let token = center.subscribe(.battery, replay: true) { level in print(level) }  // 80 at once
+    /// ```
+    ///
+    /// > Important: Keep the token: `_ = center.subscribe(…)` cancels at once.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
+    ///   - delivery: ``ImmediateDelivery/immediate``, the default.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`. Traps with `from:`.
+    ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - handler: Called with each payload on the posting thread. Held until the token is
+    ///     cancelled or deinitialised (or its one post was delivered).
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
+    /// - Complexity: amortised O(1).
+    public func subscribe<Payload>(
+        _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
+        replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) -> Void
+    ) -> Subscription {
+        let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+
+    /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, with any
+    /// ``Delivery``; the payload may cross threads, so it must be `Sendable`.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to listen to.
+    ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
+    ///   - delivery: Where the handler runs: `.immediate`, `.queue(q)`, a paced delivery, or
+    ///     `.mainActor`.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
+    ///     is a `Payload`. Traps with `from:` and with a paced delivery.
+    ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
+    ///     delivery delivers it with its base delivery.
+    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
+    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised
+    ///     (or its one post was delivered).
+    /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
+    /// - Threading: safe from any thread, also inside a handler.
+    /// - Complexity: amortised O(1).
+    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
+    public func subscribe<Payload: Sendable>(
+        _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
+        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) -> Void
+    ) -> Subscription {
+        let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+    }
+}
