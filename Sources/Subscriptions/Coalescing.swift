@@ -33,7 +33,7 @@ import Dispatch
 ///   or observer: dropping the token releases the handler's captures at once.
 /// - **Waiting in tests.** ``PostCenter/waitForPendingDeliveries()`` waits for a pending payload's
 ///   call, including the interval of a throttle or debounce.
-/// - **One-shot.** `subscribeOnce`, in every variant, delivers its one post with the base
+/// - **One-shot.** `subscribe(…, once: true)`, in every variant, delivers its one post with the base
 ///   delivery: pacing shapes a stream of posts, and a one-shot has one.
 ///
 /// Pacing cannot be combined with `replay: true` (subscribing traps with a message saying so).

@@ -57,7 +57,7 @@ public enum ImmediateDelivery: Sendable {
 ///
 /// It is the type of `delivery:` in the overloads that take `@MainActor` handlers; you write it
 /// as `delivery: .mainActor`, the same spelling as ``Delivery/mainActor``. Every method that
-/// takes a delivery takes it: `subscribe`, `subscribeOnce`, `subscribe(_:from:…)` and `register`.
+/// takes a delivery takes it: `subscribe` (with any `from:`, `replay:` or `once:`) and `register`.
 ///
 /// ```swift
 /// @MainActor final class LoginScreen {

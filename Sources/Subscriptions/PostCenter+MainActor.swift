@@ -6,6 +6,9 @@
 extension PostCenter {
     /// Subscribes a `@MainActor` handler to the posts of `name`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>; `fileID:` and `line:` record the caller, see
+    /// <doc:CallSites>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
@@ -15,8 +18,8 @@ extension PostCenter {
     ///     with `from:` and with a paced delivery.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it unpaced.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each post's envelope. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
@@ -40,8 +43,8 @@ extension PostCenter {
     ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
     ///     a post. Traps with `from:` and with a paced delivery.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each payload. Held until the token is cancelled
     ///     or deinitialised (or its one post was delivered).
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
@@ -68,8 +71,8 @@ extension PostCenter {
     ///   - delivery: `.mainActor`, or a paced main-actor delivery.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any:
     ///     synchronously when subscribing on the main thread, else scheduled like a post.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
@@ -90,8 +93,8 @@ extension PostCenter {
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
     ///     a post.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.

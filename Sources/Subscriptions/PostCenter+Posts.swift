@@ -31,6 +31,9 @@ extension PostCenter {
     /// `Payload` must be `Sendable`: the posting thread puts each payload in the buffer and the
     /// iterating task takes it out, usually on another thread.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>; `fileID:` and `line:` record the caller, see
+    /// <doc:CallSites>.
+    ///
     /// - Parameters:
     ///   - topic: The topic to listen to. Like a `subscribe` of the topic, the sequence receives
     ///     every post of the topic's name whose payload is a `Payload`.
@@ -41,12 +44,12 @@ extension PostCenter {
     ///     posts when the consumer falls behind and reports how many through ``diagnostics``
     ///     (``Diagnostic/droppedPosts(name:count:)``). See ``PostsBufferingPolicy``.
     ///   - replay: When `true`, the sequence starts with the name's retained payload, if any and
-    ///     if it is a `Payload` (see <doc:RetainedPosts>), then yields every later post, none
+    ///     if it is a `Payload`, then yields every later post, none
     ///     twice and none out of order; the retained payload is the first buffered element and
     ///     counts against `bufferingPolicy`. Traps with `from:`.
     ///   - fileID: The caller's file, recorded for ``subscriptionSites(for:)`` and
-    ///     ``Diagnostic/manySubscriptions(name:count:site:)``; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///     ``Diagnostic/manySubscriptions(name:count:site:)``; leave the default.
+    ///   - line: The caller's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     /// - Complexity: subscribing is amortised O(1); each post costs the sequence one lock
     ///   acquisition and no suspension of the poster.
@@ -85,8 +88,8 @@ extension PostCenter {
     ///     bounded policy reports what it discards through ``diagnostics``.
     ///   - replay: When `true`, the sequence starts with the name's retained post, if any. Traps
     ///     with `from:`.
-    ///   - fileID: The caller's file, recorded for ``subscriptionSites(for:)``; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for ``subscriptionSites(for:)``; leave the default.
+    ///   - line: The caller's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.
     public func posts(
         _ name: String, from sender: AnyObject? = nil, bufferingPolicy: PostsBufferingPolicy = .unbounded,

@@ -21,14 +21,16 @@ extension PostCenter {
     /// > actor. Write `center.register("login", observer: self, delivery: .mainActor,
     /// > selector: Screen.didLogin)`.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>; `fileID:` and `line:` record the caller, see
+    /// <doc:CallSites>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to.
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs; ``Delivery/immediate`` by default.
-    ///   - replay: When `true`, the observer first gets the name's retained post, if any (see
-    ///     <doc:RetainedPosts>).
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - replay: When `true`, the observer first gets the name's retained post, if any.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
@@ -54,8 +56,8 @@ extension PostCenter {
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
@@ -77,8 +79,8 @@ extension PostCenter {
     ///   - delivery: Where the method runs.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.

@@ -22,6 +22,9 @@ extension PostCenter {
     /// > unused-result warning, drops it and so cancels at once. The warning is deliberate (the
     /// > method is not `@discardableResult`): store the token in the object that owns the interest.
     ///
+    /// For `replay: true`, see <doc:RetainedPosts>; `fileID:` and `line:` record the caller, see
+    /// <doc:CallSites>.
+    ///
     /// - Parameters:
     ///   - name: The name to listen to. Typed posts of the name arrive too, as envelopes whose
     ///     ``PostObject/payload(as:)`` reads the payload.
@@ -38,8 +41,8 @@ extension PostCenter {
     ///     once: the first post that reaches the subscription claims it, and the subscription
     ///     leaves the route before the handler runs (``Subscription/isActive`` turns `false`).
     ///     A paced delivery delivers that post with its base delivery.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each post's envelope. Held by the center until the token is
     ///     cancelled or deinitialised (or its one post was delivered), then released.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
@@ -77,8 +80,8 @@ extension PostCenter {
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload`. Traps with `from:`.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload on the posting thread. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
@@ -105,8 +108,8 @@ extension PostCenter {
     ///     is a `Payload`. Traps with `from:` and with a paced delivery.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it with its base delivery.
-    ///   - fileID: The caller's file, recorded for diagnostics; see <doc:CallSites>.
-    ///   - line: The caller's line; see <doc:CallSites>.
+    ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
+    ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised
     ///     (or its one post was delivered).
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.

@@ -4,6 +4,17 @@ import Testing
 
 private final class Device: Sendable {}
 
+/// The wrapper of the Call Sites article: it takes `fileID:` and `line:` and passes them on.
+private final class Screen: Sendable {
+    func show(_ user: String) {}
+
+    func observeLogins(on center: PostCenter, fileID: String = #fileID, line: Int = #line) -> Subscription {
+        center.subscribe(Topic<String>("axes.login"), fileID: fileID, line: line) { [weak self] user in
+            self?.show(user)
+        }
+    }
+}
+
 /// The axes of `subscribe`, `post` and `posts` as defaulted parameters: every combination the
 /// parameter lists allow does what each parameter's doc says, on the instance methods and on the
 /// static shorthands of `PostCenter.default`.
@@ -141,5 +152,17 @@ struct APIAxesTests {
             let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
             #expect(stderr.contains(message))
         }
+    }
+
+    /// The Call Sites article: a wrapper that forwards `fileID:` and `line:` records its caller's
+    /// place, not its own.
+    @Test func aWrapperThatForwardsFileIDAndLineRecordsItsCallersPlace() {
+        let center = PostCenter()
+        let screen = Screen()
+        let (token, line) = (screen.observeLogins(on: center), #line)
+        let sites = center.subscriptionSites(for: "axes.login")
+        #expect(sites.map(\.line) == [line])
+        #expect(sites.map(\.fileID) == [#fileID])
+        withExtendedLifetime(token) {}
     }
 }

@@ -62,9 +62,12 @@ struct DeliveryRulesTests {
         let center = PostCenter()
         let panel = Panel()
         let topic = Topic<Int>("count")
-        let once = center.subscribe("login", delivery: .mainActor, once: true) { post in panel.seen.append("once:" + post.flag)
+        let once = center.subscribe("login", delivery: .mainActor, once: true) { post in
+            panel.seen.append("once:" + post.flag)
         }
-        let typed = center.subscribe(topic, delivery: .mainActor, once: true) { value in panel.seen.append("typed:\(value)") }
+        let typed = center.subscribe(topic, delivery: .mainActor, once: true) { value in
+            panel.seen.append("typed:\(value)")
+        }
         center.post("login", flag: "1")
         center.post("login", flag: "2")
         center.post(topic, 7)

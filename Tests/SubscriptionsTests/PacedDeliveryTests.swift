@@ -550,7 +550,9 @@ struct PacedDeliveryTests {
         #expect(log.values == [2])
 
         let once = Recorder<Int>()
-        let one = center.subscribe(topic, delivery: .queue(queue).debounced(.seconds(3600)), once: true) { once.append($0) }
+        let one = center.subscribe(topic, delivery: .queue(queue).debounced(.seconds(3600)), once: true) {
+            once.append($0)
+        }
         center.post(topic, 7)
         center.post(topic, 8)
         await center.waitForPendingDeliveries()

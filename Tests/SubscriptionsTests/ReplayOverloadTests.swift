@@ -60,8 +60,12 @@ struct ReplayOverloadTests {
                 center.subscribe(topic, delivery: .queue(queue), replay: true) { seen.append("queue \($0)") },
                 center.subscribe(topic, delivery: .mainActor, replay: true) { seen.append("main \($0)") },
                 center.subscribe(topic, replay: true, once: true) { seen.append("once \($0)") },
-                center.subscribe(topic, delivery: .queue(queue), replay: true, once: true) { seen.append("once queue \($0)") },
-                center.subscribe(topic, delivery: .mainActor, replay: true, once: true) { seen.append("once main \($0)") },
+                center.subscribe(topic, delivery: .queue(queue), replay: true, once: true) {
+                    seen.append("once queue \($0)")
+                },
+                center.subscribe(topic, delivery: .mainActor, replay: true, once: true) {
+                    seen.append("once main \($0)")
+                },
                 center.subscribe("shapes", delivery: .mainActor, replay: true, once: true) {
                     seen.append("once main \($0.flag)")
                 },
