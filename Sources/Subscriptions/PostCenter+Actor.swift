@@ -19,9 +19,12 @@ extension PostCenter {
     ///   posts of several threads in the order they reached the subscription. Nothing is lost or
     ///   run twice.
     /// - Threading: `post` never waits for the actor. It appends the payload to the
-    ///   subscription's mailbox and, for the first post of a burst, starts one task that runs on
-    ///   the actor and hands the mailbox's payloads to the handler, in order, until it is empty.
-    ///   No thread blocks waiting for the actor. The mailbox is unbounded: a poster faster than
+    ///   subscription's mailbox and, for the first post of a burst, puts the subscription in line
+    ///   on the actor: one task per burst runs on the actor for all of the center's subscriptions
+    ///   on it, so a post that reaches N subscriptions on one actor costs one task, not N. The
+    ///   task hands each mailbox's payloads to its handler, in order, lets the actor's other work
+    ///   run after every 256 payloads, and ends as soon as every mailbox is empty (the next post
+    ///   starts another). No thread blocks waiting for the actor. The mailbox is unbounded: a poster faster than
     ///   the actor makes it grow (each payload is kept until its turn). Use `posts(_:bufferingPolicy:)`
     ///   with a bounded policy when dropping the oldest or newest posts is preferable.
     /// - Lifetime: the actor is held weakly. Once it deallocates, posts no longer reach this
@@ -58,7 +61,7 @@ extension PostCenter {
     ///     cancelled or deinitialised, then released.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
-    ///   per burst of posts, not one per post.
+    ///   per burst of posts and actor, not one per post or per subscription.
     public func subscribe<A: Actor, Payload: Sendable>(
         _ topic: Topic<Payload>, on actor: A, replay: Bool = false, coalesced: Bool = false, fileID: String = #fileID,
         line: Int = #line, handler: @escaping @Sendable (isolated A, Payload) -> Void
@@ -68,7 +71,8 @@ extension PostCenter {
             return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
         }
         return _addActor(
-            _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: topic._key, replay: replay, fileID,
+            _ActorEntry(actor: actor, queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
+            to: topic._key, replay: replay, fileID,
             line)
     }
 
@@ -111,7 +115,8 @@ extension PostCenter {
             return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
         }
         return _addActor(
-            _ActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: _NameKey(name), replay: replay,
+            _ActorEntry(actor: actor, queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
+            to: _NameKey(name), replay: replay,
             fileID,
             line)
     }

@@ -49,6 +49,8 @@ public final class PostCenter: Sendable {
     let _deliveries = _DeliveryTracker()
     /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
     let _sequences = _PostsRegistry()
+    /// The run queue of each actor that handlers are isolated to (see `Engine/ActorEntry.swift`).
+    let _actorQueues = _Lock(_ActorQueueTable())
 
     /// Creates an empty center.
     ///

@@ -3,15 +3,16 @@ import Synchronization
 /// A registration whose handler runs isolated to an actor, which it holds weakly.
 ///
 /// **Mailbox.** A post appends its payload to the `pending` buffer under the mailbox's own lock
-/// (never the route's) and returns. The first post of a burst (`draining` was `false`) also starts
-/// one task, which hops onto the actor and drains the mailbox: it exchanges the pending buffer for
-/// its own empty one under the lock, calls the handler for each payload without the lock, and
-/// repeats until it finds the mailbox empty, clearing `draining` under the same lock and ending at
-/// once (it does not linger: a later post sees `draining` cleared, under the lock, and starts the
-/// next task, so no wake-up is lost). So the posts
-/// of a burst cost one task, payloads reach the handler in the order their posts took the lock
-/// (post order, for posts of one thread), nothing is run twice, and in the steady state a delivery
-/// allocates nothing: the two buffers keep their capacity.
+/// (never the route's) and returns. The first post of a burst (`draining` was `false`) also puts
+/// the entry in its actor's run queue (`_ActorRunQueue`, one per center and actor), which runs
+/// one task on the actor while any of its entries has payloads. For each entry in line, the task
+/// exchanges the pending buffer for its own empty one under the lock, calls the handler for each
+/// payload without the lock, and repeats until it finds the mailbox empty, clearing `draining`
+/// under the same lock (a later post sees `draining` cleared, under the lock, and puts the entry
+/// in line again, so no wake-up is lost). So the posts of a burst cost one task for all of a
+/// center's subscriptions on one actor, payloads reach each handler in the order their posts took
+/// the lock (post order, for posts of one thread), nothing is run twice, and in the steady state
+/// a delivery allocates nothing: the two buffers keep their capacity.
 ///
 /// The buffers are managed by hand (`_PayloadBuffer`) rather than as `[Payload]`: this class's
 /// methods run unspecialised (they are reached through the entry's vtable), where every use of
@@ -27,13 +28,10 @@ import Synchronization
 /// **Lifetime.** The actor is held weakly; a pending task holds it only while it runs on it. The
 /// task holds the entry, so a token dropped meanwhile leaves a cancelled entry that the task
 /// drains to nothing.
-final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unchecked Sendable {
+final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _PendingWork, @unchecked Sendable {
     // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
     // and read only inside a queued-call frame after checking the state, so the two never
     // overlap; `actor` is a weak reference, written once in `init`; `mailbox` is locked.
-
-    /// How many payloads a drain hands to the handler before it lets other work run on the actor.
-    static var batchLimit: Int { 256 }
 
     @exclusivity(unchecked) weak var actor: A?
     @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
@@ -58,8 +56,15 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
     /// ThreadSanitizer sees it.
     private let locked = Atomic<Bool>(false)
 
-    init(actor: A, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
+    /// The run queue of `actor` in this entry's center: it drains this entry's mailbox.
+    let queue: _ActorRunQueue<A>
+
+    init(
+        actor: A, queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?,
+        handler: @escaping (isolated A, Payload) -> Void
+    ) {
         self.actor = actor
+        self.queue = queue
         self.tracker = tracker
         self.handler = handler
     }
@@ -101,48 +106,36 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
         return start
     }
 
-    /// Starts the one task of a burst. It holds the actor strongly only while it runs.
+    /// Puts the entry in its actor's run queue, at the first post of a burst.
     func startDraining(_ route: _Route) {
-        let box = _UncheckedSendable((self, route))
-        Task {
-            let (entry, route) = box.value
-            guard let actor = entry.actor else {
-                entry.dropPending()
-                return
-            }
-            await entry.drain(on: actor, route)
-        }
+        queue.schedule(self, route)
     }
 
-    /// Runs on the actor until the mailbox is empty, letting other jobs of the actor run after
-    /// every `batchLimit` payloads.
-    ///
-    /// Found empty, the drain ends the burst at once. (It used to yield and look again a few
-    /// times first, hoping for more posts: a poster that posts one payload at a time and waits
-    /// for it then paid for those trips through the executor on every post.) A drain that found
-    /// payloads looks again at once.
-    private func drain(on actor: isolated A, _ route: _Route) async {
+    /// Hands pending payloads to the handler, on the actor, adding their number to `handled`,
+    /// until the mailbox is empty or `handled` reaches `_ActorRunQueue.batchLimit`. Returns
+    /// `true` when it stopped at the limit (the queue puts the entry back in line), `false` when
+    /// it found the mailbox empty and ended the burst.
+    override func drainSome(on actor: isolated A, _ route: _Route, handled: inout Int) -> Bool {
         lock()
         var batch = spare.take()
         unlock()
-        while drainBatch(actor, route, &batch) {
-            await Task.yield()
-        }
+        let more = drainBatch(actor, route, &batch, &handled)
         // Keep the capacity for the next burst, unless a big burst left a big buffer.
-        if batch.capacity <= 4 * Self.batchLimit {
+        if batch.capacity <= 4 * _ActorRunQueue<A>.batchLimit {
             lock()
             swap(&batch, &spare)
             unlock()
         }
         batch.free(Payload.self)
+        return more
     }
 
     /// Hands pending payloads to the handler, synchronously on the actor, until the mailbox is
-    /// empty or `batchLimit` payloads were handled. Returns `true` when it stopped at the limit
-    /// (the caller yields, then calls again), `false` when it found the mailbox empty and ended
-    /// the burst (cleared `draining`).
-    private func drainBatch(_ actor: isolated A, _ route: _Route, _ batch: inout _PayloadBuffer) -> Bool {
-        var handled = 0
+    /// empty or `handled` reaches the limit. Returns `true` when it stopped at the limit,
+    /// `false` when it found the mailbox empty and ended the burst (cleared `draining`).
+    private func drainBatch(
+        _ actor: isolated A, _ route: _Route, _ batch: inout _PayloadBuffer, _ handled: inout Int
+    ) -> Bool {
         while true {
             lock()
             swap(&batch, &pending)
@@ -176,12 +169,12 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
             let ready = progress.finish(count)
             unlock()
             for continuation in ready { continuation.resume() }
-            if handled >= Self.batchLimit { return true }
+            if handled >= _ActorRunQueue<A>.batchLimit { return true }
         }
     }
 
     /// Drops what is pending and ends the burst (the actor is gone).
-    private func dropPending() {
+    override func dropPending() {
         lock()
         var dropped = pending.take()
         draining = false
@@ -235,6 +228,153 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
         pending.free(Payload.self)
         spare.free(Payload.self)
     }
+}
+
+/// An entry whose mailbox an `_ActorRunQueue` drains on actor `A`: what the queue needs of the
+/// entries in line, whatever their payload type.
+class _ActorMailbox<A: Actor>: _Entry, @unchecked Sendable {
+    // @unchecked: `nextInLine` and `routeInLine` are only touched under the queue's lock.
+    /// The entry after this one in its queue's line, and the route to drain it for. Guarded by
+    /// the queue's lock; set only while the entry is in line.
+    @exclusivity(unchecked) final var nextInLine: _ActorMailbox<A>?
+    @exclusivity(unchecked) final var routeInLine: _Route?
+
+    /// Hands pending payloads to the handler on the actor, counting them in `handled`; `true`
+    /// when it stopped at `_ActorRunQueue.batchLimit` (the entry goes back in line).
+    func drainSome(on actor: isolated A, _ route: _Route, handled: inout Int) -> Bool { fatalError("abstract") }
+
+    /// Drops what is pending and ends the burst: the actor is gone.
+    func dropPending() { fatalError("abstract") }
+}
+
+/// The entries of one center on one actor that have payloads waiting, in line, and the one task
+/// that drains them on the actor.
+///
+/// An entry whose mailbox gets the first payload of a burst joins the line; if no task is
+/// running, the same call starts one. The task takes the entries in turn, each for up to
+/// `batchLimit` payloads (one with more left joins the line again, at its end, so a busy
+/// subscription does not hold back the others), yields the actor after every `batchLimit`
+/// payloads so that the actor's other work runs too, and ends as soon as it finds the line empty,
+/// clearing `running` under the lock that a joining entry takes: no wake-up is lost, and a task
+/// never lingers. So a post that reaches N subscriptions on one actor costs one task, not N.
+///
+/// The queue holds the actor weakly; the task holds it only while it runs. Each entry holds its
+/// queue; the center's table holds queues weakly (see `PostCenter._actorQueue(for:)`).
+final class _ActorRunQueue<A: Actor>: @unchecked Sendable {
+    // @unchecked: `first`, `last` and `running` are only touched under `locked`; `actor` is a
+    // weak reference written once, in `init`.
+
+    /// How many payloads the task hands to handlers before it lets other work run on the actor.
+    static var batchLimit: Int { 256 }
+
+    @exclusivity(unchecked) private(set) weak var actor: A?
+    @exclusivity(unchecked) private var first: _ActorMailbox<A>?
+    @exclusivity(unchecked) private unowned(unsafe) var last: _ActorMailbox<A>?
+    @exclusivity(unchecked) private var running = false
+    /// A spin lock around the line: its sections are a few instructions long.
+    private let locked = Atomic<Bool>(false)
+
+    init(actor: A) {
+        self.actor = actor
+    }
+
+    /// Puts `entry` (with payloads in its mailbox, `draining` set) at the end of the line, and
+    /// starts the task unless one is running.
+    func schedule(_ entry: _ActorMailbox<A>, _ route: _Route) {
+        _spinLock(locked)
+        append(entry, route)
+        let start = !running
+        running = true
+        _spinUnlock(locked)
+        if start { startTask() }
+    }
+
+    /// Appends `entry` to the line. Under the lock.
+    @inline(__always)
+    private func append(_ entry: _ActorMailbox<A>, _ route: _Route) {
+        entry.routeInLine = route
+        if let last { last.nextInLine = entry } else { first = entry }
+        last = entry
+    }
+
+    /// The first entry in line, removed from it; `nil` (and the task's end) when the line is empty.
+    private func next() -> (_ActorMailbox<A>, _Route)? {
+        _spinLock(locked)
+        guard let entry = first else {
+            running = false
+            _spinUnlock(locked)
+            return nil
+        }
+        first = entry.nextInLine
+        if first == nil { last = nil }
+        entry.nextInLine = nil
+        let route = entry.routeInLine.unsafelyUnwrapped
+        entry.routeInLine = nil
+        _spinUnlock(locked)
+        return (entry, route)
+    }
+
+    /// Starts the one task of a burst.
+    private func startTask() {
+        let box = _UncheckedSendable(self)
+        Task {
+            let queue = box.value
+            guard let actor = queue.actor else {
+                while let (entry, _) = queue.next() { entry.dropPending() }
+                return
+            }
+            await queue.run(on: actor)
+        }
+    }
+
+    /// Drains the entries in line, in turn, on the actor, until the line is empty.
+    private func run(on actor: isolated A) async {
+        var handled = 0
+        while let (entry, route) = next() {
+            if entry.drainSome(on: actor, route, handled: &handled) {
+                _spinLock(locked)
+                append(entry, route)
+                _spinUnlock(locked)
+            }
+            if handled >= Self.batchLimit {
+                handled = 0
+                await Task.yield()
+            }
+        }
+    }
+}
+
+/// A weak reference to a center's run queue of one actor, in `PostCenter._actorQueues`.
+struct _WeakRunQueue: @unchecked Sendable {
+    // @unchecked: a weak reference to a `Sendable` class instance.
+    weak var queue: AnyObject?
+}
+
+extension PostCenter {
+    /// This center's run queue of `actor`, made on first use. The table holds queues weakly (the
+    /// entries hold them); a queue whose actor is gone is replaced, so an actor allocated at a
+    /// dead one's address gets a queue of its own.
+    func _actorQueue<A: Actor>(for actor: A) -> _ActorRunQueue<A> {
+        _actorQueues.withLock { table in
+            let id = ObjectIdentifier(actor)
+            if let queue = table.queues[id]?.queue as? _ActorRunQueue<A>, queue.actor === actor { return queue }
+            let queue = _ActorRunQueue(actor: actor)
+            table.queues[id] = _WeakRunQueue(queue: queue)
+            if table.queues.count >= table.pruneAt {
+                table.queues = table.queues.filter { $0.value.queue != nil }
+                table.pruneAt = Swift.max(16, 2 * table.queues.count)
+            }
+            return queue
+        }
+    }
+}
+
+/// The run queues of a center, by actor; see `PostCenter._actorQueue(for:)`.
+struct _ActorQueueTable {
+    var queues: [ObjectIdentifier: _WeakRunQueue] = [:]
+    /// The size at which dead queues are dropped from the table: twice the live ones at the
+    /// last pruning, so that pruning costs O(1) per queue made.
+    var pruneAt = 16
 }
 
 /// A growable buffer of payloads of one type, the type given by each call (its owner knows it):
