@@ -5,7 +5,7 @@ import Testing
 
 @testable import Subscriptions
 
-/// Guarantee 7: when `cancel()` returns (or the token's deinit completes), the handler is not
+/// Guarantee 8: when `cancel()` returns (or the token's deinit completes), the handler is not
 /// running on any other thread and never starts again; cancelling from a thread that is itself
 /// running that handler (at any depth) returns at once.
 /// Guarantee 6 (second half): a queued delivery whose subscription was cancelled before it ran
@@ -13,9 +13,9 @@ import Testing
 ///
 /// No assertion here depends on timing: sleeps only make the interesting interleaving likely,
 /// and semaphore timeouts only turn a deadlock into a failure instead of a hung run.
-@Suite("Cancellation (guarantees 6 and 7)")
+@Suite("Cancellation (guarantees 6 and 8)")
 struct CancellationTests {
-    // MARK: Guarantee 7, cancelling from another thread
+    // MARK: Guarantee 8, cancelling from another thread
 
     /// Posts `name` from a new thread, `count` times, and returns the thread and the summed result.
     private func postRepeatedly(_ center: PostCenter, _ name: String, count: Int) -> (TestThread, Counter) {
@@ -113,7 +113,7 @@ struct CancellationTests {
         #expect(calls.count == 1)
     }
 
-    // MARK: Guarantee 7, cancelling from inside the handler
+    // MARK: Guarantee 8, cancelling from inside the handler
 
     @Test func cancelFromInsideItsOwnHandlerReturns() {
         let center = PostCenter()
@@ -222,7 +222,7 @@ struct CancellationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func cancelDoesNotWaitForOtherHandlersOfTheSameName() {
-        // The one deadlock guarantee 7 allows is cancelling while holding a lock that *the
+        // The one deadlock guarantee 8 allows is cancelling while holding a lock that *the
         // cancelled* handler waits for. Here B's handler, running on another thread, waits for
         // the cancelling thread (as a handler doing `DispatchQueue.main.sync` waits for a main
         // thread that cancels an unrelated token of the same name). A's handler is not running,

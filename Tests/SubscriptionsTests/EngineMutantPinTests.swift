@@ -16,7 +16,7 @@ import Testing
 /// semaphores only order the threads.
 @Suite("Engine mechanism pins (orphans, grace periods, one-shot slots, fences)")
 struct EngineMutantPinTests {
-    // MARK: Guarantee 7: a cancel waits only for the calls of its own handler
+    // MARK: Guarantee 8: a cancel waits only for the calls of its own handler
 
     /// Thread T1 runs handler B; thread T2 is inside a post of another name whose handler waits
     /// for the canceller. `cancel()` of B from a third thread must wait for T1's call of B, and for
@@ -92,7 +92,7 @@ struct EngineMutantPinTests {
         withExtendedLifetime(tokenC) {}
     }
 
-    // MARK: Guarantee 9: an orphan keeps its closure until its last call ends
+    // MARK: Guarantee 11: an orphan keeps its closure until its last call ends
 
     /// A token is dropped (its deinit cancels without waiting) while its handler runs on another
     /// thread. The handler's captures stay alive while that call runs, and go when it ends: on
@@ -184,7 +184,7 @@ struct EngineMutantPinTests {
         withExtendedLifetime(second) {}
     }
 
-    // MARK: Guarantee 13: an orphan's captures are released with no lock held
+    // MARK: Guarantee 7: an orphan's captures are released with no lock held
 
     /// A handler cancels its own subscription (the entry becomes an orphan, released when the
     /// call ends). The deinit of one of its captures uses the center from another thread, in a
@@ -210,7 +210,7 @@ struct EngineMutantPinTests {
         #expect(slot.token?.isActive == false)
     }
 
-    // MARK: Guarantees 1 and 13: a retired name table keeps its routes until no post reads it
+    // MARK: Guarantees 1 and 7: a retired name table keeps its routes until no post reads it
 
     /// A post is inside the first of 40 handlers of a name when every subscription of the name
     /// goes (the running one by its token's deinit), and enough other names of the same stripe
@@ -282,7 +282,7 @@ struct EngineMutantPinTests {
         withExtendedLifetime((tokens, keeper)) {}
     }
 
-    // MARK: Guarantee 7: the post/cancel handshake (fences on both sides)
+    // MARK: Guarantee 8: the post/cancel handshake (fences on both sides)
 
     /// One thread posts a name without pause while another subscribes a handler to it and
     /// cancels it, many times over. Each handler checks, all through its call, that the

@@ -14,7 +14,7 @@ import Testing
 ///
 /// No assertion depends on timing; waits are bounded in checks (`Reliability.wait`), and a
 /// semaphore only orders the threads.
-@Suite("Guarantee pins (guarantees 4, 5, 7 and 9, one-shot, Foundation bridge)")
+@Suite("Guarantee pins (guarantees 4, 5, 8 and 11, one-shot, Foundation bridge)")
 struct GuaranteePinTests {
     // MARK: Foundation bridge: cancel removes the Foundation observer
 
@@ -46,14 +46,14 @@ struct GuaranteePinTests {
         #expect(weakSender == nil, "the notification center still holds the observer's object after cancel()")
     }
 
-    // MARK: Guarantee 7: a cancel from another thread while a post walks a replaced slot array
+    // MARK: Guarantee 8: a cancel from another thread while a post walks a replaced slot array
 
     /// While a post is inside the first handler of a name, that handler subscribes enough to the
     /// name to make the engine replace its slot storage; the post goes on walking what it read
     /// when it started. Another thread then cancels every later subscription of the name (whose
     /// handlers are not running, so `cancel()` waits for nobody, in either fence mode, and frees them at once)
     /// and subscribes fresh handlers to another name, which reuse the freed memory. When the post
-    /// resumes it must call none of them: not the cancelled handlers (guarantee 7), not the
+    /// resumes it must call none of them: not the cancelled handlers (guarantee 8), not the
     /// handlers subscribed during the post (guarantee 5), and never the handler of another name.
     ///
     /// The later subscriptions are made, cancelled and replaced on one thread, because allocators
@@ -123,7 +123,7 @@ struct GuaranteePinTests {
         return wrong
     }
 
-    // MARK: Guarantee 7: cancelling from inside the handler itself never waits
+    // MARK: Guarantee 8: cancelling from inside the handler itself never waits
 
     /// Two threads are inside the same handler; one cancels the subscription from inside it. That
     /// cancel returns at once: it waits for nobody, not even for the call still running on the
@@ -176,7 +176,7 @@ struct GuaranteePinTests {
         #expect(message.contains(expected), "the stop message does not say \(expected)")
     }
 
-    // MARK: Guarantees 7 and 9: captures go on the cancelling thread, after the running call
+    // MARK: Guarantees 8 and 11: captures go on the cancelling thread, after the running call
 
     /// The registrations with an option, and the Foundation bridge, each of which keeps its
     /// handler in a different kind of entry than a plain immediate subscription.

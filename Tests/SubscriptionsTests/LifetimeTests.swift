@@ -4,13 +4,13 @@ import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 8: the center never retains an observer or a token; when a registered observer
+/// Guarantee 10: the center never retains an observer or a token; when a registered observer
 /// deallocates, its registration stops (not called, not counted, `isActive == false`).
-/// Guarantee 9: the center holds a handler closure only while its subscription lives; after
+/// Guarantee 11: the center holds a handler closure only while its subscription lives; after
 /// cancel or deinit the closure and everything it captured are released.
 ///
 /// Lifetimes are observed with `weak` references and live-instance counters.
-@Suite("Lifetimes (guarantees 8 and 9)")
+@Suite("Lifetimes (guarantees 10 and 11)")
 struct LifetimeTests {
     final class Observer: Sendable {
         let calls: Counter
@@ -43,7 +43,7 @@ struct LifetimeTests {
         func didPostInt(_ value: Int) { calls.increment() }
     }
 
-    // MARK: Guarantee 8, tokens
+    // MARK: Guarantee 10, tokens
 
     @Test func centerDoesNotRetainTokens() {
         let center = PostCenter()
@@ -75,7 +75,7 @@ struct LifetimeTests {
         #expect(calls.count == 0)
     }
 
-    // MARK: Guarantee 8, observers
+    // MARK: Guarantee 10, observers
 
     @Test func deallocatedObserverIsNotCalledNotCountedAndItsTokenIsInactive() {
         let center = PostCenter()
@@ -133,7 +133,7 @@ struct LifetimeTests {
         #expect(calls.count == 3)
     }
 
-    // MARK: Guarantee 9
+    // MARK: Guarantee 11
 
     @Test func handlerCapturesAreReleasedWhenCancelReturns() {
         let center = PostCenter()

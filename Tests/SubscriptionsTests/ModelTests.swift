@@ -1021,7 +1021,7 @@ final class ReferenceModel {
         present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }
 
-    /// Whether the entry would be reached by the next post (guarantees 8, 11, 14).
+    /// Whether the entry would be reached by the next post (guarantees 10, 9, 17).
     func reachable(_ e: Entry) -> Bool {
         guard e.state == .active else { return false }
         if let o = e.observer, observers[o.slot] != o.generation { return false }
@@ -1041,7 +1041,7 @@ final class ReferenceModel {
     }
 
     /// What a subscription taking `payload` receives from `post`, or `nil` if it does not
-    /// receive it (guarantee 12: typed topics share the names of plain posts).
+    /// receive it (guarantee 13: typed topics share the names of plain posts).
     func describe(_ payload: ModelPayload, _ post: ModelPost) -> String? {
         switch (payload, post) {
         case (.object, .plain(let f, let t)), (.object, .envelope(let f, let t)):

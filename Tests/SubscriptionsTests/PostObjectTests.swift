@@ -2,10 +2,10 @@ import Dispatch
 import Subscriptions
 import Testing
 
-/// Guarantee 10: `PostObject` never retains its data: once the poster drops the object, `data`
+/// Guarantee 12: `PostObject` never retains its data: once the poster drops the object, `data`
 /// is `nil`, also for a delivery still queued. `payload(as:)` returns the data, or a typed post's
 /// payload, when it has that type.
-@Suite("PostObject (guarantee 10)")
+@Suite("PostObject (guarantee 12)")
 struct PostObjectTests {
     @Test func dataIsHeldWeakly() {
         let live = LiveObjects()

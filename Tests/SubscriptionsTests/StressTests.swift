@@ -65,11 +65,11 @@ struct StressTests {
         for key in ChurnProtocolKey.perThread { #expect(key.observers(center).isEmpty) }
     }
 
-    // MARK: Guarantee 7 under races
+    // MARK: Guarantee 8 under races
 
     /// One thread posts in a loop; the test thread ends the subscription while handlers run.
     /// A handler that starts after `cancel()` returned, or is still running on the posting thread
-    /// when it returns, breaks guarantee 7. In every other round the handler holds until the end
+    /// when it returns, breaks guarantee 8. In every other round the handler holds until the end
     /// is requested, so `cancel()` surely meets a running handler; in the others the end lands
     /// wherever the scheduling puts it. (With a `cancel()` that does not wait, both checks fail
     /// in every style, hundreds of times.)

@@ -3,9 +3,9 @@ import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 14: `subscriptionCount(for:)` counts the subscriptions the next post of that name
+/// Guarantee 17: `subscriptionCount(for:)` counts the subscriptions the next post of that name
 /// would reach: paused, cancelled and dead-observer ones excluded.
-@Suite("Subscription count (guarantee 14)")
+@Suite("Subscription count (guarantee 17)")
 struct SubscriptionCountTests {
     final class Observer {
         func didPost(_ post: PostObject) {}

@@ -4,11 +4,11 @@ import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 13: every method is safe from any thread at any time, including from inside
+/// Guarantee 7: every method is safe from any thread at any time, including from inside
 /// handlers, and no lock is held while user code runs.
 ///
 /// The concurrent tests are bounded in operations and assert exact counts.
-@Suite("Thread safety (guarantee 13)")
+@Suite("Thread safety (guarantee 7)")
 struct ThreadSafetyTests {
     @Test func concurrentSubscribePostAndCancelKeepExactCounts() {
         let center = PostCenter()
@@ -247,7 +247,7 @@ struct ThreadSafetyTests {
         let timedOut = Flag()
         let results = Recorder<Int>()
         // The helper's token is kept here and released after the post: a cancel on the helper
-        // thread would wait for this delivery (guarantee 7), which waits for the helper.
+        // thread would wait for this delivery (guarantee 8), which waits for the helper.
         let kept = Recorder<Subscription>()
         let other = center.subscribe("x") { post in
             guard post.flag == "slow" else { return }

@@ -2,11 +2,11 @@ import Dispatch
 import Subscriptions
 import Testing
 
-/// Guarantee 11: `Subscription` is `Hashable` by identity; `cancel()` is idempotent;
+/// Guarantee 9: `Subscription` is `Hashable` by identity; `cancel()` is idempotent;
 /// `pause()`/`resume()` after cancel do nothing; `isActive` is true only while the subscription
 /// would receive the next post; a token that outlives its center is harmless. Also: reusing a
 /// removed token's identity never removes another live subscription.
-@Suite("Tokens (guarantee 11)")
+@Suite("Tokens (guarantee 9)")
 struct TokenTests {
     @Test func tokensAreHashableByIdentity() {
         let center = PostCenter()

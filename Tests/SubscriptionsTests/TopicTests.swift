@@ -6,11 +6,11 @@ extension Topic where Payload == User {
     fileprivate static let login = Topic("topic.login")
 }
 
-/// Guarantee 12: typed topics share the name space of plain names. A `Topic<P>` subscriber
+/// Guarantee 13: typed topics share the name space of plain names. A `Topic<P>` subscriber
 /// receives every post of that name whose payload is a `P` (typed posts, and plain posts whose
 /// data is a `P`); a plain subscriber receives a `PostObject` for every post of the name, the
 /// typed payload readable through `payload(as:)`.
-@Suite("Typed topics (guarantee 12)")
+@Suite("Typed topics (guarantee 13)")
 struct TopicTests {
     @Test func topicSubscriberReceivesTypedPosts() {
         let center = PostCenter()
