@@ -10,7 +10,7 @@ import Testing
 /// `subscriptionCount(for:)` of every name, `observers(for:)` of every protocol, the set of live
 /// tokens and `isActive` of each. On a divergence the test fails with the
 /// seed and the shortest failing operation sequence the shrinker found.
-@Suite("Model-based")
+@Suite("Model-based", .tags(.modelBased))
 struct ModelTests {
     static let seeds: [UInt64] = (1...10).map { 0xC0FF_EE00 &+ $0 }
 

@@ -13,7 +13,7 @@ import Testing
 /// Bounded multi-threaded stress: a fixed number of operations on dedicated threads, exact
 /// delivery accounting, and everything back to zero at the end. Scaled down under
 /// ThreadSanitizer (see `Reliability.scale`).
-@Suite("Stress", .serialized)
+@Suite("Stress", .serialized, .tags(.stress))
 struct StressTests {
     /// Eight threads run a seeded random mix of subscribe (plain, typed, one-shot, selector,
     /// sender-filtered, queued), cancel, token drop, pause, resume, observer death, sender death,
