@@ -1,16 +1,17 @@
 import Dispatch
 import Foundation
-import Subscriptions
 import SubscriptionsTestSupport
 import Testing
+
+@testable import Subscriptions
 
 /// Guarantee 7: every method is safe from any thread at any time, including from inside
 /// handlers, and no lock is held while user code runs.
 ///
 /// The concurrent tests are bounded in operations and assert exact counts.
-@Suite("Thread safety (guarantee 7)")
-struct ThreadSafetyTests {
-    @Test func concurrentSubscribePostAndCancelKeepExactCounts() {
+@Suite("Guarantee 7: every method is safe from any thread; no lock is held while user code runs")
+struct Guarantee07ThreadSafety {
+    @Test(.tags(.pin)) func concurrentSubscribePostAndCancelKeepExactCounts() {
         let center = PostCenter()
         let threads = 8
         let rounds = 200
@@ -48,7 +49,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(stable) {}
     }
 
-    @Test func concurrentPostsReachEveryHandlerExactlyOnceInEachPostersOrder() {
+    @Test(.tags(.pin)) func concurrentPostsReachEveryHandlerExactlyOnceInEachPostersOrder() {
         let center = PostCenter()
         let posters = 4
         let posts = 500
@@ -69,7 +70,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func concurrentCancelsOfTheSameTokenAreIdempotent() {
+    @Test(.tags(.pin)) func concurrentCancelsOfTheSameTokenAreIdempotent() {
         let center = PostCenter()
         for _ in 0..<50 {
             let victimCalls = Counter()
@@ -90,7 +91,7 @@ struct ThreadSafetyTests {
         }
     }
 
-    @Test func noHandlerStartsAfterCancelReturnsUnderConcurrentPosts() {
+    @Test(.tags(.pin)) func noHandlerStartsAfterCancelReturnsUnderConcurrentPosts() {
         let center = PostCenter()
         let subscriptions = 16
         let cancelled = (0..<subscriptions).map { _ in Flag() }
@@ -125,7 +126,7 @@ struct ThreadSafetyTests {
         #expect(center.subscriptionCount(for: "hot") == 0)
     }
 
-    @Test func concurrentPauseAndResumeSettleToTheLastCall() {
+    @Test(.tags(.pin)) func concurrentPauseAndResumeSettleToTheLastCall() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<4).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -146,7 +147,7 @@ struct ThreadSafetyTests {
         #expect(seen.values == [0, 1, 2, 3])
     }
 
-    @Test func observersDeallocatingWhilePostsRunEndCleanly() {
+    @Test(.tags(.pin)) func observersDeallocatingWhilePostsRunEndCleanly() {
         final class Observer: Sendable {
             let calls: Counter
             init(_ calls: Counter) { self.calls = calls }
@@ -177,7 +178,7 @@ struct ThreadSafetyTests {
         #expect(tokens.filter(\.isActive).isEmpty)
     }
 
-    @Test func manyNamesFromManyThreads() {
+    @Test(.tags(.pin)) func manyNamesFromManyThreads() {
         let center = PostCenter()
         let calls = Counter()
         let returned = Counter()
@@ -194,7 +195,7 @@ struct ThreadSafetyTests {
         #expect(returned.count == 1_000)
     }
 
-    @Test func everyMethodIsCallableFromInsideAHandler() {
+    @Test(.tags(.pin)) func everyMethodIsCallableFromInsideAHandler() {
         final class Observer: Sendable {
             let seen: Recorder<String>
             init(_ seen: Recorder<String>) { self.seen = seen }
@@ -237,7 +238,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime((token, observer)) {}
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.tags(.pin), .timeLimit(.minutes(1)))
     func otherThreadsCanUseTheNameWhileAHandlerRuns() {
         // A handler blocks until another thread has called into the center for the same name.
         // Were a lock held while the handler runs, that thread would block and the handler's
@@ -271,7 +272,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(other) {}
     }
 
-    @Test func theAPIIsUsableFromDetachedTasks() async {
+    @Test(.tags(.pin)) func theAPIIsUsableFromDetachedTasks() async {
         let center = PostCenter()
         let calls = Counter()
         let tokens = (0..<3).map { _ in center.subscribe(Topic<Int>("async")) { _ in calls.increment() } }

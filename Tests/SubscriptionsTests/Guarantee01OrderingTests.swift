@@ -1,12 +1,14 @@
-import Subscriptions
+import Foundation
 import Testing
+
+@testable import Subscriptions
 
 /// Guarantee 1: handlers of a name run in subscription order; a paused then resumed subscription
 /// keeps its place. (Foundation on Linux delivers in hash order, so the tests use many
 /// subscribers: a small count can come out in order by chance.)
-@Suite("Ordering (guarantee 1)")
-struct OrderingTests {
-    @Test func handlersRunInSubscriptionOrder() {
+@Suite("Guarantee 1: handlers of a name run in subscription order")
+struct Guarantee01Ordering {
+    @Test(.tags(.pin)) func handlersRunInSubscriptionOrder() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<5).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -16,7 +18,7 @@ struct OrderingTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func twoHundredSubscribersRunInSubscriptionOrder() {
+    @Test(.tags(.pin)) func twoHundredSubscribersRunInSubscriptionOrder() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<200).map { i in center.subscribe("many") { _ in seen.append(i) } }
@@ -25,7 +27,7 @@ struct OrderingTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func orderIsKeptAcrossCancellationChurn() {
+    @Test(.tags(.pin)) func orderIsKeptAcrossCancellationChurn() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         var tokens: [Int: Subscription] = [:]
@@ -49,7 +51,7 @@ struct OrderingTests {
         #expect(center.subscriptionCount(for: "churn") == expected.count)
     }
 
-    @Test func pausedThenResumedSubscriptionKeepsItsPlace() {
+    @Test(.tags(.pin)) func pausedThenResumedSubscriptionKeepsItsPlace() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<200).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -69,7 +71,7 @@ struct OrderingTests {
         withExtendedLifetime((tokens, late)) {}
     }
 
-    @Test func plainTopicAndObserverSubscriptionsShareOneOrder() {
+    @Test(.tags(.pin)) func plainTopicAndObserverSubscriptionsShareOneOrder() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let topic = Topic<Int>("mixed")
@@ -93,7 +95,7 @@ struct OrderingTests {
         withExtendedLifetime(observer) {}
     }
 
-    @Test func manyNamesKeepTheirOwnSubscribersAcrossChurn() {
+    @Test(.tags(.pin)) func manyNamesKeepTheirOwnSubscribersAcrossChurn() {
         // Names share stripes and a probing table; removing emptied names must not lose others.
         let center = PostCenter()
         let seen = Recorder<String>()

@@ -1,20 +1,19 @@
 import Dispatch
 import Foundation
 import SubscriptionsTestSupport
+import Synchronization
 import Testing
 
 @testable import Subscriptions
 
-/// Guarantee 8: when `cancel()` returns (or the token's deinit completes), the handler is not
-/// running on any other thread and never starts again; cancelling from a thread that is itself
-/// running that handler (at any depth) returns at once.
-/// Guarantee 6 (second half): a queued delivery whose subscription was cancelled before it ran
-/// never runs.
+/// Guarantee 8: when `cancel()` returns, the handler is not running on any other thread and never
+/// starts again, and its closure is released; cancelling from a thread that is itself running
+/// that handler (at any depth) returns at once; a token's deinit never waits.
 ///
-/// No assertion here depends on timing: sleeps only make the interesting interleaving likely,
-/// and semaphore timeouts only turn a deadlock into a failure instead of a hung run.
-@Suite("Cancellation (guarantees 6 and 8)")
-struct CancellationTests {
+/// No assertion depends on timing: waits are bounded, so that a deadlock fails instead of
+/// hanging, and sleeps and semaphores only arrange the threads.
+@Suite("Guarantee 8: when cancel() returns the handler is not running and never starts again")
+struct Guarantee08CancelWaits {
     // MARK: Guarantee 8, cancelling from another thread
 
     /// Posts `name` from a new thread, `count` times, and returns the thread and the summed result.
@@ -26,7 +25,7 @@ struct CancellationTests {
         return (thread, returned)
     }
 
-    @Test func cancelFromAnotherThreadWaitsForRunningHandler() {
+    @Test(.tags(.pin)) func cancelFromAnotherThreadWaitsForRunningHandler() {
         let center = PostCenter()
         let started = DispatchSemaphore(value: 0)
         let cancelling = Flag()
@@ -56,7 +55,7 @@ struct CancellationTests {
         #expect(center.subscriptionCount(for: "x") == 0)
     }
 
-    @Test func tokenDeinitOnAnotherThreadDoesNotWaitForRunningHandler() {
+    @Test(.tags(.pin)) func tokenDeinitOnAnotherThreadDoesNotWaitForRunningHandler() {
         // The handler runs on the poster thread and waits for the deinit to have returned: a
         // deinit that waited for it would time out here.
         let center = PostCenter()
@@ -88,7 +87,7 @@ struct CancellationTests {
         #expect(calls.count == 1)
     }
 
-    @Test func cancelFromAnotherThreadWaitsForRunningQueuedHandler() {
+    @Test(.tags(.pin)) func cancelFromAnotherThreadWaitsForRunningQueuedHandler() {
         let center = PostCenter()
         let queue = makeSerialQueue("cancel.running")
         let started = DispatchSemaphore(value: 0)
@@ -115,7 +114,7 @@ struct CancellationTests {
 
     // MARK: Guarantee 8, cancelling from inside the handler
 
-    @Test func cancelFromInsideItsOwnHandlerReturns() {
+    @Test(.tags(.pin)) func cancelFromInsideItsOwnHandlerReturns() {
         let center = PostCenter()
         let slot = TokenSlot()
         let calls = Counter()
@@ -131,7 +130,7 @@ struct CancellationTests {
         #expect(activeAfterCancel.values == [false])
     }
 
-    @Test func cancelFromInsideItsOwnHandlerAtDepthThreeReturns() {
+    @Test(.tags(.pin)) func cancelFromInsideItsOwnHandlerAtDepthThreeReturns() {
         let center = PostCenter()
         let slot = TokenSlot()
         let seen = Recorder<String>()
@@ -157,7 +156,7 @@ struct CancellationTests {
         #expect(center.subscriptionCount(for: "x") == 0)
     }
 
-    @Test func droppingTheLastTokenReferenceInsideItsOwnHandlerReturns() {
+    @Test(.tags(.pin)) func droppingTheLastTokenReferenceInsideItsOwnHandlerReturns() {
         let center = PostCenter()
         let slot = TokenSlot()
         let calls = Counter()
@@ -170,7 +169,7 @@ struct CancellationTests {
         #expect(calls.count == 1)
     }
 
-    @Test func cancelFromInsideAQueuedHandlerReturns() {
+    @Test(.tags(.pin)) func cancelFromInsideAQueuedHandlerReturns() {
         let center = PostCenter()
         let queue = makeSerialQueue("cancel.self")
         let slot = TokenSlot()
@@ -187,7 +186,7 @@ struct CancellationTests {
         #expect(calls.count == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.tags(.pin), .timeLimit(.minutes(1)))
     func cancelFromOwnHandlerDoesNotWaitForAnotherSubscriptionsHandler() {
         // Thread 1 runs A's handler, which cancels A. Thread 2 is inside B's handler (same name)
         // and waits for thread 1 to get past that cancel. Nobody runs A on another thread, so
@@ -220,7 +219,7 @@ struct CancellationTests {
         withExtendedLifetime(b) {}
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.tags(.pin), .timeLimit(.minutes(1)))
     func cancelDoesNotWaitForOtherHandlersOfTheSameName() {
         // The one deadlock guarantee 8 allows is cancelling while holding a lock that *the
         // cancelled* handler waits for. Here B's handler, running on another thread, waits for
@@ -247,7 +246,7 @@ struct CancellationTests {
         withExtendedLifetime(b) {}
     }
 
-    @Test func twoThreadsCancellingTheirOwnHandlersAtOnceBothReturn() async {
+    @Test(.tags(.pin)) func twoThreadsCancellingTheirOwnHandlersAtOnceBothReturn() async {
         // Each thread is inside its own subscription's handler (same name) when both cancel
         // themselves. Each cancel must return at once; waiting for the other thread's delivery
         // deadlocks both. Runs in a child process with a watchdog, so a deadlock fails this test
@@ -283,78 +282,5 @@ struct CancellationTests {
             t2.join()
             _exit(center.subscriptionCount(for: "x") == 0 ? 42 : 3)
         }
-    }
-
-    // MARK: Guarantee 6, queued deliveries
-
-    @Test func queuedDeliveryWhoseSubscriptionWasCancelledBeforeItRanNeverRuns() {
-        let center = PostCenter()
-        let queue = makeSerialQueue("cancel.queued")
-        let calls = Counter()
-        let token = center.subscribe("x", delivery: .queue(queue)) { _ in calls.increment() }
-        queue.suspend()
-        #expect(center.post("x") == 1)
-        #expect(center.post(Topic<Int>("x"), 1) == 1)
-        token.cancel()
-        queue.resume()
-        queue.sync {}
-        #expect(calls.count == 0)
-    }
-
-    @Test func queuedDeliveryWhoseTokenWasReleasedBeforeItRanNeverRuns() {
-        let center = PostCenter()
-        let queue = makeSerialQueue("cancel.released")
-        let calls = Counter()
-        var token: Subscription? = center.subscribe(Topic<Int>("x"), delivery: .queue(queue)) { _ in
-            calls.increment()
-        }
-        queue.suspend()
-        #expect(center.post(Topic<Int>("x"), 1) == 1)
-        token = nil
-        queue.resume()
-        queue.sync {}
-        #expect(token == nil)
-        #expect(calls.count == 0)
-    }
-
-    @Test func queuedDeliveryWhoseObserverWasReleasedBeforeItRanNeverRuns() {
-        final class Observer: Sendable {
-            let calls: Counter
-            init(_ calls: Counter) { self.calls = calls }
-            func didPost(_ post: PostObject) { calls.increment() }
-        }
-        let center = PostCenter()
-        let queue = makeSerialQueue("cancel.observer")
-        let calls = Counter()
-        var observer: Observer? = Observer(calls)
-        let token = center.register("x", observer: observer!, delivery: .queue(queue), selector: Observer.didPost)
-        queue.suspend()
-        #expect(center.post("x") == 1)
-        weak var weakObserver: Observer?
-        weakObserver = observer
-        observer = nil
-        #expect(weakObserver == nil)
-        queue.resume()
-        queue.sync {}
-        #expect(calls.count == 0)
-        withExtendedLifetime(token) {}
-    }
-
-    @Test func queuedDeliveryCancelledFromAnEarlierQueuedHandlerNeverRuns() {
-        let center = PostCenter()
-        let queue = makeSerialQueue("cancel.earlier")
-        let seen = Recorder<String>()
-        let victim = TokenSlot()
-        queue.suspend()
-        let killer = center.subscribe("x", delivery: .queue(queue)) { _ in
-            seen.append("killer")
-            victim.cancel()
-        }
-        victim.token = center.subscribe("x", delivery: .queue(queue)) { _ in seen.append("victim") }
-        #expect(center.post("x") == 2)
-        queue.resume()
-        queue.sync {}
-        #expect(seen.values == ["killer"])
-        withExtendedLifetime(killer) {}
     }
 }
