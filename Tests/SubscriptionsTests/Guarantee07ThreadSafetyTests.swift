@@ -295,4 +295,62 @@ struct Guarantee07ThreadSafety {
         #expect(calls.count == total)
         withExtendedLifetime(tokens) {}
     }
+
+    // MARK: Guarantee 7: an orphan's captures are released with no lock held
+
+    /// A handler cancels its own subscription (the entry becomes an orphan, released when the
+    /// call ends). The deinit of one of its captures uses the center from another thread, in a
+    /// way that parks an orphan too, and waits (bounded) for it: were the orphan released while
+    /// the engine holds a lock, that other thread would block on it.
+    @Test(.tags(.mutantPin)) func anOrphansCapturesAreReleasedWithNoLockHeld() {
+        let center = PostCenter()
+        let blocked = Flag()
+        let released = Flag()
+        let threads = Reliability.Locked<[TestThread]>([])
+        let slot = TokenSlot()
+        do {
+            let capture = ReentersFromAnotherThread(center, blocked: blocked, released: released, threads: threads)
+            slot.token = center.subscribe("pin.orphan.lock") { [capture] _ in
+                withExtendedLifetime(capture) {}
+                slot.cancel()  // from inside its own handler: never waits, the entry is an orphan
+            }
+        }
+        #expect(center.post("pin.orphan.lock") == 1)
+        for thread in threads.current { thread.join() }
+        #expect(released.isSet, "the orphan's captures outlived its last call")
+        #expect(!blocked.isSet, "an orphan's captures were released while the engine held a lock")
+        #expect(slot.token?.isActive == false)
+    }
+}
+
+/// Captured by a handler: its deinit (user code, run when the center releases the closure) makes
+/// another thread park an orphan of its own, and waits for that thread at most 10 seconds.
+private final class ReentersFromAnotherThread: Sendable {
+    let center: PostCenter
+    let blocked: Flag
+    let released: Flag
+    let threads: Reliability.Locked<[TestThread]>
+
+    init(_ center: PostCenter, blocked: Flag, released: Flag, threads: Reliability.Locked<[TestThread]>) {
+        self.center = center
+        self.blocked = blocked
+        self.released = released
+        self.threads = threads
+    }
+
+    deinit {
+        let center = self.center
+        let done = DispatchSemaphore(value: 0)
+        let thread = TestThread {
+            let own = TokenSlot()
+            own.token = center.subscribe("pin.orphan.lock.inner") { _ in own.cancel() }
+            center.post("pin.orphan.lock.inner")
+            own.token = nil
+            done.signal()
+        }
+        threads.withLock { $0.append(thread) }
+        // A deadlock guard, not a timing assertion: the other thread needs no lock held here.
+        if done.wait(timeout: .now() + 10) == .timedOut { blocked.set() }
+        released.set()
+    }
 }

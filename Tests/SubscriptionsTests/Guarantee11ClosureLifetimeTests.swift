@@ -195,4 +195,96 @@ struct Guarantee11ClosureLifetime {
         #expect(seen.values == [1, 1, 2])
         withExtendedLifetime(other) {}
     }
+
+    // MARK: Guarantee 11: an orphan keeps its closure until its last call ends
+
+    /// A token is dropped (its deinit cancels without waiting) while its handler runs on another
+    /// thread. The handler's captures stay alive while that call runs, and go when it ends: on
+    /// the thread that ran the call, before its post returns.
+    @Test(.tags(.mutantPin)) func aTokenDroppedWhileItsHandlerRunsKeepsItsCapturesUntilTheCallEnds() {
+        let center = PostCenter()
+        let name = "pin.orphan.release"
+        let started = DispatchSemaphore(value: 0)
+        let dropped = DispatchSemaphore(value: 0)
+        let callEnded = Flag()
+        let log = ReleaseLog()
+        let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
+        var probe: ReleaseProbe? = ReleaseProbe(log, callEnded)
+        weak var weakProbe: ReleaseProbe?
+        weakProbe = probe
+        var token: Subscription? = center.subscribe(name) { [probe] _ in
+            withExtendedLifetime(probe) {}
+            started.signal()
+            dropped.wait()
+            callEnded.set()
+        }
+        probe = nil
+        // The entry the post is calling (`@testable`): it must stay allocated until the call ends.
+        weak var weakEntry: _Entry?
+        weakEntry = token?._entry
+        let poster = TestThread {
+            posterThread.withLock { $0 = currentThreadID() }
+            center.post(name)
+        }
+        started.wait()
+        token = nil  // the last reference: the deinit cancels without waiting
+        let aliveWhileTheCallRuns = weakProbe != nil && weakEntry != nil
+        dropped.signal()
+        poster.join()
+        #expect(token == nil)
+        #expect(aliveWhileTheCallRuns, "the entry or its captures were released while the handler was still running")
+        #expect(weakProbe == nil, "the captures outlived the last call of the dropped subscription")
+        let release = log.entries
+        #expect(release.count == 1)
+        #expect(release.first?.afterTheCall == true)
+        #expect(release.first?.thread == posterThread.current, "the captures were not released by the last call")
+        #expect(center.post(name) == 0)
+    }
+
+    /// A handler cancels its own subscription (an orphan, noted in its thread's record); its call
+    /// ends, and the post goes on to a later handler of the name that blocks. Meanwhile another
+    /// thread parks and collects an orphan of its own, on another center. That collect must leave
+    /// the first orphan alone, though no call of it runs any more: it belongs to the posting thread,
+    /// which releases it when it closes its frame, before its post returns.
+    @Test(.tags(.mutantPin)) func anOrphanIsReleasedByTheThreadThatCalledItNotByAnotherThreadsCollect() {
+        let center = PostCenter()
+        let other = PostCenter()
+        let log = ReleaseLog()
+        let callEnded = Flag()
+        let inSecond = DispatchSemaphore(value: 0)
+        let goOn = DispatchSemaphore(value: 0)
+        let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
+        let slot = TokenSlot()
+        do {
+            let probe = ReleaseProbe(log, callEnded)
+            slot.token = center.subscribe("pin.orphan.owner") { [probe] _ in
+                withExtendedLifetime(probe) {}
+                slot.cancel()  // inside its own handler: an orphan of this thread
+                callEnded.set()
+            }
+        }
+        let second = center.subscribe("pin.orphan.owner") { _ in
+            inSecond.signal()
+            goOn.wait()
+        }
+        let poster = TestThread {
+            posterThread.withLock { $0 = currentThreadID() }
+            center.post("pin.orphan.owner")
+        }
+        inSecond.wait()
+        // The first handler's call has ended; the poster is inside the second one.
+        let ownSlot = TokenSlot()
+        ownSlot.token = other.subscribe("pin.orphan.stranger") { _ in ownSlot.cancel() }
+        #expect(other.post("pin.orphan.stranger") == 1)  // parks and collects an orphan of its own
+        let releasedByTheStranger = log.entries.count
+        goOn.signal()
+        poster.join()
+        #expect(releasedByTheStranger == 0, "another thread's collect released an orphan it never called")
+        let release = log.entries
+        #expect(release.count == 1)
+        #expect(release.first?.afterTheCall == true)
+        #expect(
+            release.first?.thread == posterThread.current, "the orphan was not released by the thread that called it")
+        withExtendedLifetime(second) {}
+    }
 }

@@ -165,4 +165,27 @@ struct Guarantee12PostObject {
         #expect(envelopes.values == Array(repeating: ObjectIdentifier(object), count: 3))
         withExtendedLifetime(tokens) {}
     }
+
+    // MARK: PostObject
+
+    /// `PostObject(flag:data:)`: "Empty by default"; a typed post's object payload is held
+    /// weakly like `data`, and is the very object posted.
+    @Test(.tags(.mutantPin)) func anEnvelopesFlagIsEmptyByDefaultAndATypedObjectPayloadIsItsWeakData() {
+        #expect(PostObject().flag == "")
+        #expect(PostObject().data == nil)
+        let center = PostCenter()
+        let topic = Topic<DefaultsSender>("documented-rules.object")
+        let seen = Recorder<PostObject>()
+        let token = center.subscribe(topic.name) { seen.append($0) }
+        var object: DefaultsSender? = DefaultsSender()
+        weak var weakObject: DefaultsSender?
+        weakObject = object
+        center.post(topic, object!)
+        #expect(seen.values.first?.data === object)
+        #expect(seen.values.first?.flag == "")
+        object = nil
+        #expect(weakObject == nil, "the envelope kept the typed object payload alive")
+        #expect(seen.values.first?.data == nil)
+        withExtendedLifetime(token) {}
+    }
 }

@@ -78,4 +78,38 @@ struct Guarantee14NamesAsStrings {
             uniqueKeysWithValues: _asciiEquivalents.map { ($0.scalar.value, Int($0.ascii.value)) })
         #expect(found == table)
     }
+
+    // MARK: Name keys (Engine/NameKey.swift)
+
+    /// "Names that are equal Strings are one name": also for names longer than one 8-byte word
+    /// whose non-ASCII scalar sits in an early word, not in the last one.
+    @Test(.tags(.mutantPin), arguments: [3, 9, 17, 30])
+    func longNamesWithAnEarlyNonASCIIScalarMeetTheirEquivalentSpelling(prefix: Int) {
+        let head = String(repeating: "n", count: prefix)
+        let tail = "-and-a-suffix-long-enough-to-span-several-words"
+        let composed = head + "caf\u{E9}" + tail
+        let decomposed = head + "cafe\u{301}" + tail
+        #expect(composed == decomposed)
+        #expect(_NameKey(composed).hash == _NameKey(decomposed).hash)
+        let center = PostCenter()
+        let token = center.subscribe(composed) { _ in }
+        #expect(center.post(decomposed) == 1)
+        #expect(center.subscriptionCount(for: decomposed) == 1)
+        withExtendedLifetime(token) {}
+    }
+
+    // MARK: Topic
+
+    /// "Equality and hashing use `name` only", with `String`'s equality: two spellings of one
+    /// name are one topic, and one element of a set.
+    @Test(.tags(.mutantPin)) func topicsOfCanonicallyEquivalentNamesAreEqualAndHashAlike() {
+        let composed = Topic<Int>("caf\u{E9}")
+        let decomposed = Topic<Int>("cafe\u{301}")
+        #expect(composed == decomposed)
+        // Equal hashes, asked directly: a set of two elements may put two different hashes in
+        // one bucket and then merge the elements by `==` alone.
+        #expect(composed.hashValue == decomposed.hashValue)
+        #expect(Set([composed, decomposed]).count == 1)
+        #expect(composed != Topic<Int>("cafe"))
+    }
 }

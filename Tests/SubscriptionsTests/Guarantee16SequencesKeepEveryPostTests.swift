@@ -84,6 +84,81 @@ struct Guarantee16SequencesKeepEveryPost {
         for _ in 1...500 { _ = await all.next() }
         #expect(reports.values == [])
     }
+
+    // MARK: The defaults of the async sequences
+
+    /// "By default every post (.unbounded), like AsyncStream": each overload, given no
+    /// `bufferingPolicy:`, keeps every post made before its loop starts. The center then goes
+    /// away, so each loop gets what was buffered and ends (a bounded default ends early, with a
+    /// gap, instead of hanging).
+    @Test(.tags(.mutantPin)) func everyPostsOverloadKeepsEveryPostByDefault() async {
+        var center: PostCenter? = PostCenter()
+        let topic = Topic<Int>("defaults")
+        let sender = DefaultsSender()
+        let typed = [
+            center!.posts(topic), center!.posts(topic, from: sender), center!.posts(topic, replay: false),
+        ]
+        let plain = [
+            center!.posts("defaults"), center!.posts("defaults", from: sender),
+            center!.posts("defaults", replay: false),
+        ]
+        let count = 300
+        for i in 0..<count { center!.post(topic, i, from: sender) }
+        center = nil
+        for (n, sequence) in typed.enumerated() {
+            var seen: [Int] = []
+            for await value in sequence { seen.append(value) }
+            #expect(seen == Array(0..<count), "typed overload \(n)")
+        }
+        for (n, sequence) in plain.enumerated() {
+            var seen: [Int] = []
+            for await post in sequence { seen.append(post.payload(as: Int.self) ?? -1) }
+            #expect(seen == Array(0..<count), "plain overload \(n)")
+        }
+    }
+
+    /// The static shorthands on `PostCenter.default` keep every post by default too. The
+    /// default center never goes away, so each loop ends at a last post made once it has taken
+    /// its first element: kept with every other post, it comes after all of them; a bounded
+    /// default has dropped posts by then, and the loop ends at once with a gap. (A bound, never
+    /// reached when the rule holds, cancels a loop that gets no last post.)
+    @Test(.tags(.mutantPin)) func theStaticPostsShorthandsKeepEveryPostByDefault() async {
+        let topic = Topic<Int>("documented-rules.static-defaults")
+        let typed = PostCenter.posts(topic)
+        let plain = PostCenter.posts(topic.name)
+        let count = 300
+        for i in 0..<count { PostCenter.default.post(topic, i) }
+        let postLast: @Sendable () -> Void = { PostCenter.default.post(topic, count) }
+        #expect(await collect(typed, postingTheLastAfterTheFirst: postLast) { $0 == count } == Array(0...count))
+        let plainSeen = await collect(plain, postingTheLastAfterTheFirst: postLast) {
+            $0.payload(as: Int.self) == count
+        }
+        #expect(plainSeen.map { $0.payload(as: Int.self) ?? -1 } == Array(0...count))
+    }
 }
 
 private let count = Topic<Int>("async.end.count")
+
+/// The elements of `posts` up to the first that `isLast` accepts, calling `postLast` once the
+/// loop has taken its first element; or what came within 20 seconds.
+private func collect<Element: Sendable>(
+    _ posts: Posts<Element>, postingTheLastAfterTheFirst postLast: @escaping @Sendable () -> Void,
+    isLast: @escaping @Sendable (Element) -> Bool
+) async -> [Element] {
+    let loop = Task {
+        var seen: [Element] = []
+        for await element in posts {
+            seen.append(element)
+            if seen.count == 1 { postLast() }
+            if isLast(element) { break }
+        }
+        return seen
+    }
+    let watchdog = Task {
+        try await Task.sleep(for: .seconds(20))
+        loop.cancel()
+    }
+    let seen = await loop.value
+    watchdog.cancel()
+    return seen
+}
