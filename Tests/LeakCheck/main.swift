@@ -386,7 +386,7 @@ func workload(_ styles: [Style], _ center: PostCenter, _ count: Int, _ queue: Di
 
 func check(_ center: PostCenter, _ phase: String) {
     // A dropped token whose handler is not running releases its closure with the next batch of
-    // dropped tokens (Guarantees rule 7): shortly after the drop when other threads hold thread
+    // dropped tokens (Guarantees rule 8): shortly after the drop when other threads hold thread
     // records. Wait for it, bounded (10 s); a closure never released still fails below.
     for _ in 0..<10_000 where Track.all.contains(where: { $0.live != 0 }) {
         usleep(1_000)

@@ -355,4 +355,30 @@ private func take<Element>(_ count: Int, from iterator: inout Posts<Element>.Ite
             _ = PostCenter().posts("negative", bufferingPolicy: .bufferingNewest(-1))
         }
     }
+
+    // MARK: Sender filter
+
+    @Test(.timeLimit(.minutes(1)), .tags(.pin)) func postsFromSenderYieldsOnlyThatSendersPosts() async {
+        let center = PostCenter()
+        let a = Sender()
+        let b = Sender()
+        let fromA = center.posts(count, from: a)
+        let plainFromA = center.posts(count.name, from: a)
+        center.post(count, 1)  // no sender: never matches
+        center.post("async.end.count", PostObject(flag: "b", data: nil), from: b)
+        center.post("async.end.count", PostObject(flag: "a", data: nil), from: a)
+        center.post(count, 2, from: b)
+        center.post(count, 3, from: a)
+        #expect(center.subscriptionCount(for: count.name) == 2)
+        var typed = fromA.makeAsyncIterator()
+        #expect(await typed.next() == 3)
+        var plain = plainFromA.makeAsyncIterator()
+        #expect(await plain.next()?.flag == "a")
+        #expect(await plain.next()?.payload(as: Int.self) == 3)
+        withExtendedLifetime((a, b)) {}
+    }
 }
+
+private let count = Topic<Int>("async.end.count")
+
+private final class Sender: Sendable {}

@@ -1,5 +1,7 @@
-import Subscriptions
+import Foundation
 import Testing
+
+@testable import Subscriptions
 
 private protocol SiteObserver: AnyObject {
     func ping()
@@ -110,5 +112,33 @@ struct CallSiteTests {
         owner = nil
         #expect(center.subscriptionSites(for: "login").isEmpty)
         #expect(String(reflecting: token) == "Subscription(\"login\", App/Gone.swift:3, cancelled)")
+    }
+
+    // MARK: The call-site table (Engine/CallSites.swift)
+
+    /// "`intern` returns 0 (unknown) once `capacity` distinct sites are recorded": the table
+    /// records exactly `UInt16.max` sites, then answers 0 instead of trapping or reusing an id.
+    /// In a child process: the table is process-wide, and filling it would blind other tests.
+    @Test(.tags(.mutantPin)) func theCallSiteTableRecordsUInt16MaxSitesThenAnswersUnknown() async {
+        await #expect(processExitsWith: .exitCode(0)) {
+            let table = _CallSites.shared
+            let known = (0..<10).map { table.intern("Known/File.swift", $0) }
+            var ids = Set(known)
+            var n = 0
+            while ids.count < _CallSites.capacity {
+                ids.insert(table.intern("Filler/File\(n).swift", n))
+                n += 1
+            }
+            let first = table.intern("Overflow/First.swift", 1)
+            let second = table.intern("Overflow/Second.swift", 2)
+            let ok =
+                _CallSites.capacity == 65_535 && !ids.contains(0) && first == 0 && second == 0
+                && table.site(0) == nil
+                && known.enumerated().allSatisfy { line, id in
+                    table.intern("Known/File.swift", line) == id
+                        && table.site(id).map { $0.fileID == "Known/File.swift" && $0.line == line } == true
+                }
+            exit(ok ? 0 : 1)
+        }
     }
 }

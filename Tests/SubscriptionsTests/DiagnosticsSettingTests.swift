@@ -1,9 +1,14 @@
 import Dispatch
 import Foundation
-import Subscriptions
 import SubscriptionsTestSupport
 import Synchronization
 import Testing
+
+@testable import Subscriptions
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -173,6 +178,53 @@ struct DiagnosticsSettingTests {
         #expect(reports.count == 1)
         withExtendedLifetime(tokens) {}
     }
+
+    // MARK: Diagnostics remember reports per name
+
+    /// "Reported once per level: a count that goes up and down around the limit is not reported
+    /// again until it has fallen below half the limit" — per name: another name's falling below
+    /// half does not make this name report its level again.
+    @Test(.tags(.mutantPin)) func anotherNameFallingBelowHalfTheLimitDoesNotForgetThisNamesReport() {
+        let center = PostCenter()
+        let reports = Recorder<PostCenter.Diagnostic>()
+        center.diagnostics = .init(subscriptionLimit: 4) { reports.append($0) }
+        var a = (0..<4).map { _ in center.subscribe("a") { _ in } }
+        #expect(reports.values.map(\.name) == ["a"])
+        // "b" is far below half the limit: its subscription forgets what was reported of "b" only.
+        let b = center.subscribe("b") { _ in }
+        // "a" goes down by one (not below half) and back up to the limit: not reported again.
+        a.removeLast()
+        a.append(center.subscribe("a") { _ in })
+        #expect(reports.values.map(\.name) == ["a"])
+        withExtendedLifetime((a, b)) {}
+    }
+
+    /// `Diagnostics.init`: "subscriptionLimit: Live subscriptions of one name before a warning;
+    /// default 1,000", "nestingLimit: ... default 32", "reportsUnheardPosts: ... default false".
+    @Test(.tags(.mutantPin)) func diagnosticsDefaultToAThousandSubscriptionsADepthOf32AndNoUnheardReports() {
+        let center = PostCenter()
+        let reports = Recorder<PostCenter.Diagnostic>()
+        center.diagnostics = .init { reports.append($0) }
+        var tokens = (0..<999).map { _ in center.subscribe("many") { _ in } }
+        #expect(reports.values.isEmpty)
+        tokens.append(center.subscribe("many") { _ in })
+        #expect(reports.values.map(\.name) == ["many"])
+        if case .manySubscriptions(_, let count, _)? = reports.values.first { #expect(count == 1000) }
+        tokens.removeAll()
+        reports.reset()
+
+        let depth = Counter()
+        let token = center.subscribe("deep") { _ in
+            depth.increment()
+            if depth.count < 40 { center.post("deep") }
+        }
+        center.post("deep")
+        #expect(reports.values == [.deepNesting(name: "deep", depth: 32)])
+        reports.reset()
+        center.post("nobody listens")
+        #expect(reports.values.isEmpty)
+        withExtendedLifetime(token) {}
+    }
 }
 
 /// The `name:count` of each `manySubscriptions` report (the site is checked elsewhere).
@@ -180,5 +232,16 @@ private func counts(_ reports: [PostCenter.Diagnostic]) -> [String] {
     reports.map { report in
         guard case .manySubscriptions(let name, let count, _) = report else { return "\(report)" }
         return "\(name):\(count)"
+    }
+}
+
+extension PostCenter.Diagnostic {
+    /// The name a diagnostic is about.
+    fileprivate var name: String {
+        switch self {
+        case .manySubscriptions(let name, _, _), .deepNesting(let name, _), .unheardPost(let name),
+            .droppedPosts(let name, _):
+            return name
+        }
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// `subscriptionCount(for:)` of every name, `observers(for:)` of every protocol, the set of live
 /// tokens and `isActive` of each. On a divergence the test fails with the
 /// seed and the shortest failing operation sequence the shrinker found.
-@Suite("Model-based")
+@Suite("Model-based", .tags(.modelBased))
 struct ModelTests {
     static let seeds: [UInt64] = (1...10).map { 0xC0FF_EE00 &+ $0 }
 
@@ -1021,7 +1021,7 @@ final class ReferenceModel {
         present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }
 
-    /// Whether the entry would be reached by the next post (guarantees 8, 11, 14).
+    /// Whether the entry would be reached by the next post (guarantees 10, 9, 17).
     func reachable(_ e: Entry) -> Bool {
         guard e.state == .active else { return false }
         if let o = e.observer, observers[o.slot] != o.generation { return false }
@@ -1041,7 +1041,7 @@ final class ReferenceModel {
     }
 
     /// What a subscription taking `payload` receives from `post`, or `nil` if it does not
-    /// receive it (guarantee 12: typed topics share the names of plain posts).
+    /// receive it (guarantee 13: typed topics share the names of plain posts).
     func describe(_ payload: ModelPayload, _ post: ModelPost) -> String? {
         switch (payload, post) {
         case (.object, .plain(let f, let t)), (.object, .envelope(let f, let t)):

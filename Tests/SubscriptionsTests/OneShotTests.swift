@@ -1,7 +1,9 @@
 import Dispatch
-import Subscriptions
+import Foundation
 import Synchronization
 import Testing
+
+@testable import Subscriptions
 
 @Suite("One-shot subscriptions")
 struct OneShotTests {
@@ -60,5 +62,50 @@ struct OneShotTests {
         token.cancel()
         #expect(center.post("x") == 0)
         #expect(calls.load(ordering: .relaxed) == 0)
+    }
+
+    // MARK: One-shot: exactly one post wins
+
+    /// A thousand one-shot subscriptions of one name, posted by two threads released at the same
+    /// moment: each one-shot runs exactly once, and the two posts together report exactly a
+    /// thousand calls. Repeated, so that the two walks meet at the same subscription many times
+    /// (on 2 cores a round makes them meet at the claim about one time in ten); stops at the
+    /// first round that fails.
+    @Test(.tags(.mutantPin)) func oneShotRunsExactlyOnceWhenTwoThreadsPostItAtTheSameMoment() {
+        let center = PostCenter()
+        let name = "pin.once"
+        let count = 1_000
+        for round in 0..<Reliability.scaled(200, minimum: 20) {
+            let runs = (0..<count).map { _ in Reliability.Tally() }
+            let tokens = runs.map { tally in center.subscribe(name, once: true) { _ in tally.up() } }
+            let returned = Reliability.Tally()
+            Reliability.onThreads(2) { _ in returned.add(center.post(name)) }
+            let twice = runs.count { $0.current != 1 }
+            #expect(twice == 0, "round \(round): \(twice) one-shots did not run exactly once")
+            #expect(returned.current == count, "round \(round)")
+            #expect(center.subscriptionCount(for: name) == 0)
+            withExtendedLifetime(tokens) {}
+            if twice != 0 || returned.current != count { break }
+        }
+    }
+
+    // MARK: One-shot: a fired one-shot leaves the delivery order at once (#15)
+
+    /// A thousand one-shots of one name fire on one post while their tokens live on (as owners
+    /// keep them). Each fired one-shot leaves the slot buffer when it fires, not when its token
+    /// goes, so the next post walks slots for the live subscriptions only.
+    @Test(.tags(.mutantPin)) func firedOneShotsLeaveTheDeliveryOrderWhileTheirTokensLive() {
+        let center = PostCenter()
+        let name = "pin.once.slots"
+        let fired = Counter()
+        let tokens = (0..<1_000).map { _ in center.subscribe(name, once: true) { _ in fired.increment() } }
+        let keeper = center.subscribe(name) { _ in }
+        #expect(center.post(name) == 1_001)
+        let slots = center._route(_NameKey(name))?._slotCount ?? -1
+        #expect(slots >= 1 && slots <= 2 + 8, "\(slots) slots kept for 1 live subscription")
+        #expect(center.post(name) == 1)
+        #expect(fired.count == 1_000)
+        #expect(tokens.allSatisfy { !$0.isActive })
+        withExtendedLifetime((tokens, keeper)) {}
     }
 }

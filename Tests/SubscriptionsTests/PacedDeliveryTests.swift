@@ -470,7 +470,7 @@ struct PacedDeliveryTests {
         #expect(live.alive == 2)
         token = nil
         // The handler's capture and the pending payload, with a timer still armed: with the next
-        // batch of dropped tokens (Guarantees rule 7).
+        // batch of dropped tokens (Guarantees rule 8).
         #expect(eventually { live.alive == 0 })
         withExtendedLifetime(token) {}
 

@@ -69,7 +69,7 @@ protocol Pinger {
     func ping()
 }
 
-/// The misuse of guarantee 7: a struct observer.
+/// A misuse that protocol observers reject: a struct observer.
 struct ValuePinger: Pinger {
     func ping() {}
 }
@@ -79,7 +79,8 @@ final class ClassPinger: Pinger {
     func ping() { pings += 1 }
 }
 
-/// Two protocols with the same name, `Ping`, in different scopes (guarantee 6).
+/// Two protocols with the same name, `Ping`, in different scopes (the Identity guarantee of
+/// protocol observers).
 enum Left {
     protocol Ping: AnyObject { func ping() -> String }
 }
@@ -96,7 +97,8 @@ final class RightPinger: Right.Ping {
     func ping() -> String { "right" }
 }
 
-/// Counts calls from its own thread and from all threads (guarantee 8).
+/// Counts calls from its own thread and from all threads (the Threads guarantee of protocol
+/// observers).
 protocol Tally: AnyObject {
     func hit(from thread: Int)
 }

@@ -170,7 +170,7 @@ extension Reliability {
         let running = Atomic<Int>(0)
         /// Set right after `cancel()` (or the token's deinit, or the observer's deinit) returned.
         let closed = Atomic<Bool>(false)
-        /// Calls that started while `closed` was already set: each one breaks guarantee 7.
+        /// Calls that started while `closed` was already set: each one breaks guarantee 8.
         let lateStarts = Atomic<Int>(0)
 
         func enter() {

@@ -13,7 +13,7 @@ import Testing
 /// Bounded multi-threaded stress: a fixed number of operations on dedicated threads, exact
 /// delivery accounting, and everything back to zero at the end. Scaled down under
 /// ThreadSanitizer (see `Reliability.scale`).
-@Suite("Stress", .serialized)
+@Suite("Stress", .serialized, .tags(.stress))
 struct StressTests {
     /// Eight threads run a seeded random mix of subscribe (plain, typed, one-shot, selector,
     /// sender-filtered, queued), cancel, token drop, pause, resume, observer death, sender death,
@@ -65,11 +65,11 @@ struct StressTests {
         for key in ChurnProtocolKey.perThread { #expect(key.observers(center).isEmpty) }
     }
 
-    // MARK: Guarantee 7 under races
+    // MARK: Guarantee 8 under races
 
     /// One thread posts in a loop; the test thread ends the subscription while handlers run.
     /// A handler that starts after `cancel()` returned, or is still running on the posting thread
-    /// when it returns, breaks guarantee 7. In every other round the handler holds until the end
+    /// when it returns, breaks guarantee 8. In every other round the handler holds until the end
     /// is requested, so `cancel()` surely meets a running handler; in the others the end lands
     /// wherever the scheduling puts it. (With a `cancel()` that does not wait, both checks fail
     /// in every style, hundreds of times.)

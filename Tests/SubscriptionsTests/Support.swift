@@ -184,3 +184,6 @@ func eventually(_ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+/// An object with an identity and nothing else: a sender, or the data of a typed post.
+final class DefaultsSender: Sendable {}

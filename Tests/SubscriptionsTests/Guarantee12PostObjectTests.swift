@@ -1,13 +1,15 @@
 import Dispatch
-import Subscriptions
+import Foundation
 import Testing
 
-/// Guarantee 10: `PostObject` never retains its data: once the poster drops the object, `data`
+@testable import Subscriptions
+
+/// Guarantee 12: `PostObject` never retains its data: once the poster drops the object, `data`
 /// is `nil`, also for a delivery still queued. `payload(as:)` returns the data, or a typed post's
 /// payload, when it has that type.
-@Suite("PostObject (guarantee 10)")
-struct PostObjectTests {
-    @Test func dataIsHeldWeakly() {
+@Suite("Guarantee 12: PostObject never retains its data")
+struct Guarantee12PostObject {
+    @Test(.tags(.pin)) func dataIsHeldWeakly() {
         let live = LiveObjects()
         var data: Tracked? = Tracked("data", live: live)
         let object = PostObject(flag: "f", data: data)
@@ -19,7 +21,7 @@ struct PostObjectTests {
         #expect(object.flag == "f")
     }
 
-    @Test func defaultsAreAnEmptyFlagAndNoData() {
+    @Test(.tags(.pin)) func defaultsAreAnEmptyFlagAndNoData() {
         let object = PostObject()
         #expect(object.flag == "")
         #expect(object.data == nil)
@@ -27,7 +29,7 @@ struct PostObjectTests {
         #expect(object.payload(as: AnyObject.self) == nil)
     }
 
-    @Test func handlerSeesTheDataWhileThePosterHoldsIt() {
+    @Test(.tags(.pin)) func handlerSeesTheDataWhileThePosterHoldsIt() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe("x") { post in
@@ -40,7 +42,7 @@ struct PostObjectTests {
         withExtendedLifetime((token, user)) {}
     }
 
-    @Test func queuedDeliverySeesNilDataOnceThePosterDroppedIt() {
+    @Test(.tags(.pin)) func queuedDeliverySeesNilDataOnceThePosterDroppedIt() {
         let center = PostCenter()
         let queue = makeSerialQueue("postobject.queued")
         let live = LiveObjects()
@@ -61,7 +63,7 @@ struct PostObjectTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func queuedDeliverySeesTheDataWhileThePosterStillHoldsIt() {
+    @Test(.tags(.pin)) func queuedDeliverySeesTheDataWhileThePosterStillHoldsIt() {
         let center = PostCenter()
         let queue = makeSerialQueue("postobject.held")
         let seen = Recorder<String>()
@@ -77,7 +79,7 @@ struct PostObjectTests {
         withExtendedLifetime((token, user)) {}
     }
 
-    @Test func queuedPlainDeliveryOfATypedClassPayloadDoesNotRetainIt() {
+    @Test(.tags(.pin)) func queuedPlainDeliveryOfATypedClassPayloadDoesNotRetainIt() {
         let center = PostCenter()
         let queue = makeSerialQueue("postobject.typed")
         let live = LiveObjects()
@@ -96,7 +98,7 @@ struct PostObjectTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func payloadAsReturnsTheDataOnlyForAMatchingType() {
+    @Test(.tags(.pin)) func payloadAsReturnsTheDataOnlyForAMatchingType() {
         let dog = Dog("rex")
         let object = PostObject(data: dog)
         #expect(object.payload(as: Dog.self) === dog)
@@ -106,7 +108,7 @@ struct PostObjectTests {
         #expect(object.payload(as: AnyObject.self) === dog)
     }
 
-    @Test func payloadAsReturnsATypedValuePayloadToPlainSubscribers() {
+    @Test(.tags(.pin)) func payloadAsReturnsATypedValuePayloadToPlainSubscribers() {
         let center = PostCenter()
         let points = Recorder<Point>()
         let misses = Counter()
@@ -125,7 +127,7 @@ struct PostObjectTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func payloadAsReturnsATypedClassPayloadToPlainSubscribers() {
+    @Test(.tags(.pin)) func payloadAsReturnsATypedClassPayloadToPlainSubscribers() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe("u") { post in
@@ -139,7 +141,7 @@ struct PostObjectTests {
         withExtendedLifetime((token, user)) {}
     }
 
-    @Test func queuedPlainDeliveryOfATypedValuePayloadKeepsTheValue() {
+    @Test(.tags(.pin)) func queuedPlainDeliveryOfATypedValuePayloadKeepsTheValue() {
         let center = PostCenter()
         let queue = makeSerialQueue("postobject.value")
         let seen = Recorder<Point>()
@@ -154,7 +156,7 @@ struct PostObjectTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func theSameEnvelopeReachesEveryPlainSubscriber() {
+    @Test(.tags(.pin)) func theSameEnvelopeReachesEveryPlainSubscriber() {
         let center = PostCenter()
         let envelopes = Recorder<ObjectIdentifier>()
         let tokens = (0..<3).map { _ in center.subscribe("x") { envelopes.append(ObjectIdentifier($0)) } }
@@ -162,5 +164,28 @@ struct PostObjectTests {
         center.post("x", object)
         #expect(envelopes.values == Array(repeating: ObjectIdentifier(object), count: 3))
         withExtendedLifetime(tokens) {}
+    }
+
+    // MARK: PostObject
+
+    /// `PostObject(flag:data:)`: "Empty by default"; a typed post's object payload is held
+    /// weakly like `data`, and is the very object posted.
+    @Test(.tags(.mutantPin)) func anEnvelopesFlagIsEmptyByDefaultAndATypedObjectPayloadIsItsWeakData() {
+        #expect(PostObject().flag == "")
+        #expect(PostObject().data == nil)
+        let center = PostCenter()
+        let topic = Topic<DefaultsSender>("documented-rules.object")
+        let seen = Recorder<PostObject>()
+        let token = center.subscribe(topic.name) { seen.append($0) }
+        var object: DefaultsSender? = DefaultsSender()
+        weak var weakObject: DefaultsSender?
+        weakObject = object
+        center.post(topic, object!)
+        #expect(seen.values.first?.data === object)
+        #expect(seen.values.first?.flag == "")
+        object = nil
+        #expect(weakObject == nil, "the envelope kept the typed object payload alive")
+        #expect(seen.values.first?.data == nil)
+        withExtendedLifetime(token) {}
     }
 }

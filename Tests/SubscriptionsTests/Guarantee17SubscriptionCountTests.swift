@@ -3,15 +3,15 @@ import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 14: `subscriptionCount(for:)` counts the subscriptions the next post of that name
+/// Guarantee 17: `subscriptionCount(for:)` counts the subscriptions the next post of that name
 /// would reach: paused, cancelled and dead-observer ones excluded.
-@Suite("Subscription count (guarantee 14)")
-struct SubscriptionCountTests {
+@Suite("Guarantee 17: subscriptionCount(for:) counts what the next post would reach")
+struct Guarantee17SubscriptionCount {
     final class Observer {
         func didPost(_ post: PostObject) {}
     }
 
-    @Test func countIsZeroForANameNobodyUses() {
+    @Test(.tags(.pin)) func countIsZeroForANameNobodyUses() {
         let center = PostCenter()
         #expect(center.subscriptionCount(for: "nobody") == 0)
         let token = center.subscribe("somebody") { _ in }
@@ -20,7 +20,7 @@ struct SubscriptionCountTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func countExcludesPausedCancelledReleasedAndDeadObserverSubscriptions() {
+    @Test(.tags(.pin)) func countExcludesPausedCancelledReleasedAndDeadObserverSubscriptions() {
         let center = PostCenter()
         let queue = makeSerialQueue("count.queue")
         let live = (0..<3).map { _ in center.subscribe("x") { _ in } }
@@ -54,7 +54,7 @@ struct SubscriptionCountTests {
         withExtendedLifetime((live, queued, liveObserver, registered, dead, deadQueued)) {}
     }
 
-    @Test func countMatchesWhatTheNextPlainPostReachesAcrossChurn() {
+    @Test(.tags(.pin)) func countMatchesWhatTheNextPlainPostReachesAcrossChurn() {
         let center = PostCenter()
         var tokens: [Subscription] = []
         for step in 0..<300 {
@@ -70,7 +70,7 @@ struct SubscriptionCountTests {
         }
     }
 
-    @Test func countIncludesTypedSubscriptionsOfTheName() {
+    @Test(.tags(.pin)) func countIncludesTypedSubscriptionsOfTheName() {
         let center = PostCenter()
         let typed = center.subscribe(Topic<Int>("x")) { _ in }
         let plain = center.subscribe("x") { _ in }
@@ -79,7 +79,7 @@ struct SubscriptionCountTests {
         withExtendedLifetime((typed, plain)) {}
     }
 
-    @Test func countSeesChangesMadeDuringADelivery() {
+    @Test(.tags(.pin)) func countSeesChangesMadeDuringADelivery() {
         let center = PostCenter()
         let counts = Recorder<Int>()
         let late = TokenSlot()
@@ -98,7 +98,7 @@ struct SubscriptionCountTests {
         withExtendedLifetime(first) {}
     }
 
-    @Test func countDropsAtOnceWhenAHandlerCancelsItself() {
+    @Test(.tags(.pin)) func countDropsAtOnceWhenAHandlerCancelsItself() {
         let center = PostCenter()
         let counts = Recorder<Int>()
         let slot = TokenSlot()

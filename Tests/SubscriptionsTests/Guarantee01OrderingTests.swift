@@ -1,12 +1,16 @@
-import Subscriptions
+import Dispatch
+import Foundation
+import SubscriptionsTestSupport
 import Testing
+
+@testable import Subscriptions
 
 /// Guarantee 1: handlers of a name run in subscription order; a paused then resumed subscription
 /// keeps its place. (Foundation on Linux delivers in hash order, so the tests use many
 /// subscribers: a small count can come out in order by chance.)
-@Suite("Ordering (guarantee 1)")
-struct OrderingTests {
-    @Test func handlersRunInSubscriptionOrder() {
+@Suite("Guarantee 1: handlers of a name run in subscription order")
+struct Guarantee01Ordering {
+    @Test(.tags(.pin)) func handlersRunInSubscriptionOrder() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<5).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -16,7 +20,7 @@ struct OrderingTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func twoHundredSubscribersRunInSubscriptionOrder() {
+    @Test(.tags(.pin)) func twoHundredSubscribersRunInSubscriptionOrder() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<200).map { i in center.subscribe("many") { _ in seen.append(i) } }
@@ -25,7 +29,7 @@ struct OrderingTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func orderIsKeptAcrossCancellationChurn() {
+    @Test(.tags(.pin)) func orderIsKeptAcrossCancellationChurn() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         var tokens: [Int: Subscription] = [:]
@@ -49,7 +53,7 @@ struct OrderingTests {
         #expect(center.subscriptionCount(for: "churn") == expected.count)
     }
 
-    @Test func pausedThenResumedSubscriptionKeepsItsPlace() {
+    @Test(.tags(.pin)) func pausedThenResumedSubscriptionKeepsItsPlace() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<200).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -69,7 +73,7 @@ struct OrderingTests {
         withExtendedLifetime((tokens, late)) {}
     }
 
-    @Test func plainTopicAndObserverSubscriptionsShareOneOrder() {
+    @Test(.tags(.pin)) func plainTopicAndObserverSubscriptionsShareOneOrder() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let topic = Topic<Int>("mixed")
@@ -93,7 +97,7 @@ struct OrderingTests {
         withExtendedLifetime(observer) {}
     }
 
-    @Test func manyNamesKeepTheirOwnSubscribersAcrossChurn() {
+    @Test(.tags(.pin)) func manyNamesKeepTheirOwnSubscribersAcrossChurn() {
         // Names share stripes and a probing table; removing emptied names must not lose others.
         let center = PostCenter()
         let seen = Recorder<String>()
@@ -111,5 +115,57 @@ struct OrderingTests {
             #expect(seen.values == (expected == 1 ? [name] : []))
             #expect(center.subscriptionCount(for: name) == expected)
         }
+    }
+
+    // MARK: Guarantees 1 and 7: a retired name table keeps its routes until no post reads it
+
+    /// A post is inside the first of 40 handlers of a name when every subscription of the name
+    /// goes (the running one by its token's deinit), and enough other names of the same stripe
+    /// empty out that the stripe drops the empty routes into a new name table and frees the old
+    /// one at the next cancel. The route the post walks, and the slot buffer it reads, must stay
+    /// until the post ends: fresh subscriptions of other names, whose slot buffers have the same
+    /// size and reuse freed memory, are never called by it.
+    @Test(.tags(.mutantPin)) func aRouteEmptiedDuringItsOwnDeliveryStaysReadableUntilThePostEnds() {
+        let center = PostCenter()
+        let name = "pin.table.walk"
+        let stripe = center._stripes[_NameKey(name).hash].toOpaque()
+        let sameStripe = (0..<10_000).lazy.map { "pin.table.other.\($0)" }
+            .filter { center._stripes[_NameKey($0).hash].toOpaque() == stripe }
+        let others = Array(sameStripe.prefix(24))
+        #expect(others.count == 24)
+        let inside = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        let wrongCalls = Counter()
+        let cancelledCalls = Counter()
+        var running: Subscription? = center.subscribe(name) { _ in
+            inside.signal()
+            proceed.wait()
+        }
+        var later: [Subscription]? = (0..<39).map { _ in center.subscribe(name) { _ in cancelledCalls.increment() } }
+        let returned = Counter()
+        let poster = TestThread { returned.add(center.post(name)) }
+        inside.wait()
+        for token in later ?? [] { token.cancel() }
+        later = nil
+        running = nil  // the route is empty now; its only call still runs
+        // Empty routes of the same stripe: the stripe builds a table without them, retires the
+        // old one, and tries to free it at every later cancel on the stripe.
+        for other in others {
+            let token = center.subscribe(other) { _ in }
+            token.cancel()
+        }
+        // Fresh slot buffers of the same capacity, made on this thread: they reuse what was freed
+        // here.
+        let fresh = (0..<4).flatMap { i in
+            (0..<40).map { _ in center.subscribe("pin.table.fresh.\(i)") { _ in wrongCalls.increment() } }
+        }
+        proceed.signal()
+        poster.join()
+        #expect(wrongCalls.count == 0, "the post walked memory freed under it: it called handlers of other names")
+        #expect(cancelledCalls.count == 0)
+        #expect(returned.count == 1)
+        #expect(running == nil)
+        #expect(center.post(name) == 0)
+        withExtendedLifetime(fresh) {}
     }
 }

@@ -1,12 +1,13 @@
+import Foundation
 import Testing
 
 @testable import Subscriptions
 
-/// Guarantee: names are matched as Swift strings. Canonically equivalent spellings (equal
+/// Guarantee 14: names are matched as Swift strings. Canonically equivalent spellings (equal
 /// `String`s) are one name: they share subscriptions, posts and counts.
-@Suite("Name equivalence")
-struct NameEquivalenceTests {
-    @Test func canonicallyEquivalentNamesShareARoute() {
+@Suite("Guarantee 14: names are matched as Swift strings")
+struct Guarantee14NamesAsStrings {
+    @Test(.tags(.pin)) func canonicallyEquivalentNamesShareARoute() {
         let composed = "caf\u{E9}"
         let decomposed = "cafe\u{301}"
         #expect(composed == decomposed)
@@ -23,7 +24,7 @@ struct NameEquivalenceTests {
         withExtendedLifetime((token, typed)) {}
     }
 
-    @Test func nonASCIINamesEquivalentToAnASCIINameReachIt() {
+    @Test(.tags(.pin)) func nonASCIINamesEquivalentToAnASCIINameReachIt() {
         // U+212A KELVIN SIGN is canonically "K"; U+037E GREEK QUESTION MARK is ";".
         #expect("\u{212A}elvin" == "Kelvin")
         #expect("a\u{037E}b" == "a;b")
@@ -36,7 +37,7 @@ struct NameEquivalenceTests {
         withExtendedLifetime((kelvin, semicolon)) {}
     }
 
-    @Test func namesThatAreDifferentStringsStayApart() {
+    @Test(.tags(.pin)) func namesThatAreDifferentStringsStayApart() {
         let center = PostCenter()
         let token = center.subscribe("caf\u{E9}") { _ in }
         #expect(center.post("cafe") == 0)
@@ -46,7 +47,7 @@ struct NameEquivalenceTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func equalNamesHaveEqualKeysAcrossForms() {
+    @Test(.tags(.pin)) func equalNamesHaveEqualKeysAcrossForms() {
         let pairs = [
             ("caf\u{E9}", "cafe\u{301}"), ("\u{212B}", "\u{C5}"), ("\u{212A}", "K"), ("x\u{1FEF}y", "x`y"),
             ("a\u{301}\u{323}", "a\u{323}\u{301}"), ("\u{1E69}", "s\u{323}\u{307}"),
@@ -63,7 +64,7 @@ struct NameEquivalenceTests {
         }
     }
 
-    @Test func theTableOfScalarsEquivalentToASCIIIsComplete() {
+    @Test(.tags(.pin)) func theTableOfScalarsEquivalentToASCIIIsComplete() {
         // Every Unicode scalar above ASCII whose one-scalar string equals a one-character ASCII
         // string, found by the standard library's own comparison, must be in the table, with its
         // ASCII character, and nothing else may be.
@@ -76,5 +77,39 @@ struct NameEquivalenceTests {
         let table = Dictionary(
             uniqueKeysWithValues: _asciiEquivalents.map { ($0.scalar.value, Int($0.ascii.value)) })
         #expect(found == table)
+    }
+
+    // MARK: Name keys (Engine/NameKey.swift)
+
+    /// "Names that are equal Strings are one name": also for names longer than one 8-byte word
+    /// whose non-ASCII scalar sits in an early word, not in the last one.
+    @Test(.tags(.mutantPin), arguments: [3, 9, 17, 30])
+    func longNamesWithAnEarlyNonASCIIScalarMeetTheirEquivalentSpelling(prefix: Int) {
+        let head = String(repeating: "n", count: prefix)
+        let tail = "-and-a-suffix-long-enough-to-span-several-words"
+        let composed = head + "caf\u{E9}" + tail
+        let decomposed = head + "cafe\u{301}" + tail
+        #expect(composed == decomposed)
+        #expect(_NameKey(composed).hash == _NameKey(decomposed).hash)
+        let center = PostCenter()
+        let token = center.subscribe(composed) { _ in }
+        #expect(center.post(decomposed) == 1)
+        #expect(center.subscriptionCount(for: decomposed) == 1)
+        withExtendedLifetime(token) {}
+    }
+
+    // MARK: Topic
+
+    /// "Equality and hashing use `name` only", with `String`'s equality: two spellings of one
+    /// name are one topic, and one element of a set.
+    @Test(.tags(.mutantPin)) func topicsOfCanonicallyEquivalentNamesAreEqualAndHashAlike() {
+        let composed = Topic<Int>("caf\u{E9}")
+        let decomposed = Topic<Int>("cafe\u{301}")
+        #expect(composed == decomposed)
+        // Equal hashes, asked directly: a set of two elements may put two different hashes in
+        // one bucket and then merge the elements by `==` alone.
+        #expect(composed.hashValue == decomposed.hashValue)
+        #expect(Set([composed, decomposed]).count == 1)
+        #expect(composed != Topic<Int>("cafe"))
     }
 }

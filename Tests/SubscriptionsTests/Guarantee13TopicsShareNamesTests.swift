@@ -2,17 +2,13 @@ import Dispatch
 import Subscriptions
 import Testing
 
-extension Topic where Payload == User {
-    fileprivate static let login = Topic("topic.login")
-}
-
-/// Guarantee 12: typed topics share the name space of plain names. A `Topic<P>` subscriber
+/// Guarantee 13: typed topics share the name space of plain names. A `Topic<P>` subscriber
 /// receives every post of that name whose payload is a `P` (typed posts, and plain posts whose
 /// data is a `P`); a plain subscriber receives a `PostObject` for every post of the name, the
 /// typed payload readable through `payload(as:)`.
-@Suite("Typed topics (guarantee 12)")
-struct TopicTests {
-    @Test func topicSubscriberReceivesTypedPosts() {
+@Suite("Guarantee 13: topics share the name space of plain names")
+struct Guarantee13TopicsShareNames {
+    @Test(.tags(.pin)) func topicSubscriberReceivesTypedPosts() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe(.login) { user in seen.append(user.name) }
@@ -23,7 +19,7 @@ struct TopicTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func topicSubscriberReceivesPlainPostsWhoseDataIsItsPayloadType() {
+    @Test(.tags(.pin)) func topicSubscriberReceivesPlainPostsWhoseDataIsItsPayloadType() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe(.login) { user in seen.append(user.name) }
@@ -38,7 +34,7 @@ struct TopicTests {
         withExtendedLifetime((token, ann, dog)) {}
     }
 
-    @Test func plainSubscriberReceivesEveryPostOfTheNameWithTheTypedPayloadReadable() {
+    @Test(.tags(.pin)) func plainSubscriberReceivesEveryPostOfTheNameWithTheTypedPayloadReadable() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe("topic.login") { post in
@@ -53,7 +49,7 @@ struct TopicTests {
         withExtendedLifetime((token, ann)) {}
     }
 
-    @Test func topicSubscriberIgnoresTypedPostsOfAnotherPayloadType() {
+    @Test(.tags(.pin)) func topicSubscriberIgnoresTypedPostsOfAnotherPayloadType() {
         let center = PostCenter()
         let ints = Recorder<Int>()
         let strings = Recorder<String>()
@@ -69,7 +65,7 @@ struct TopicTests {
         withExtendedLifetime((intToken, stringToken)) {}
     }
 
-    @Test func topicOfASuperclassReceivesPostsOfASubclassPayload() {
+    @Test(.tags(.pin)) func topicOfASuperclassReceivesPostsOfASubclassPayload() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let animals = center.subscribe(Topic<Animal>("pets")) { seen.append("animal:\($0.name)") }
@@ -85,7 +81,7 @@ struct TopicTests {
         withExtendedLifetime((animals, dogs, rex, cat)) {}
     }
 
-    @Test func registeredObserversOfATopicReceiveTypedAndMatchingPlainPosts() {
+    @Test(.tags(.pin)) func registeredObserversOfATopicReceiveTypedAndMatchingPlainPosts() {
         final class Screen {
             let seen = Recorder<String>()
             func didLogin(_ user: User) { seen.append(user.name) }
@@ -101,7 +97,7 @@ struct TopicTests {
         withExtendedLifetime((token, ann)) {}
     }
 
-    @Test func queuedTopicSubscriberReceivesTypedPayloadsInPostOrder() {
+    @Test(.tags(.pin)) func queuedTopicSubscriberReceivesTypedPayloadsInPostOrder() {
         let center = PostCenter()
         let queue = makeSerialQueue("topic.queued")
         let seen = Recorder<Point>()
@@ -113,7 +109,7 @@ struct TopicTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func topicsWithTheSameNameAreEqualAndHashTheSame() {
+    @Test(.tags(.pin)) func topicsWithTheSameNameAreEqualAndHashTheSame() {
         #expect(Topic<Int>("a") == Topic<Int>("a"))
         #expect(Topic<Int>("a") != Topic<Int>("b"))
         #expect(Topic<Int>("a").name == "a")
@@ -121,7 +117,7 @@ struct TopicTests {
         #expect(set.count == 2)
     }
 
-    @Test func typedAndPlainSubscriptionsOfANameAreCountedTogether() {
+    @Test(.tags(.pin)) func typedAndPlainSubscriptionsOfANameAreCountedTogether() {
         let center = PostCenter()
         var tokens = Set<Subscription>()
         center.subscribe(.login) { _ in }.store(in: &tokens)
@@ -130,4 +126,8 @@ struct TopicTests {
         #expect(center.subscriptionCount(for: "topic.login") == 3)
         #expect(center.subscriptionCount(for: Topic<User>.login.name) == 3)
     }
+}
+
+extension Topic where Payload == User {
+    fileprivate static let login = Topic("topic.login")
 }

@@ -1,141 +1,18 @@
 import Dispatch
 import Foundation
-import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 8: the center never retains an observer or a token; when a registered observer
-/// deallocates, its registration stops (not called, not counted, `isActive == false`).
-/// Guarantee 9: the center holds a handler closure only while its subscription lives; after
-/// cancel or deinit the closure and everything it captured are released.
+@testable import Subscriptions
+
+/// Guarantee 11: the center holds a handler closure only while its subscription lives; after
+/// cancel or deinit the closure and everything it captured are released (for an orphan, a token
+/// dropped while its handler runs, when the last call ends).
 ///
 /// Lifetimes are observed with `weak` references and live-instance counters.
-@Suite("Lifetimes (guarantees 8 and 9)")
-struct LifetimeTests {
-    final class Observer: Sendable {
-        let calls: Counter
-        let tracked: Tracked
-
-        init(calls: Counter, live: LiveObjects) {
-            self.calls = calls
-            self.tracked = Tracked("observer", live: live)
-        }
-
-        func didPost(_ post: PostObject) { calls.increment() }
-        func didPostInt(_ value: Int) { calls.increment() }
-    }
-
-    /// An owner that keeps its tokens, as users are told to.
-    final class Owner {
-        var tokens = Set<Subscription>()
-        let calls: Counter
-        let tracked: Tracked
-
-        init(center: PostCenter, calls: Counter, live: LiveObjects) {
-            self.calls = calls
-            self.tracked = Tracked("owner", live: live)
-            center.register("x", observer: self, selector: Owner.didPost).store(in: &tokens)
-            center.register(Topic<Int>("x"), observer: self, selector: Owner.didPostInt).store(in: &tokens)
-            center.subscribe("x") { [calls] _ in calls.increment() }.store(in: &tokens)
-        }
-
-        func didPost(_ post: PostObject) { calls.increment() }
-        func didPostInt(_ value: Int) { calls.increment() }
-    }
-
-    // MARK: Guarantee 8, tokens
-
-    @Test func centerDoesNotRetainTokens() {
-        let center = PostCenter()
-        let calls = Counter()
-        var token: Subscription? = center.subscribe("x") { _ in calls.increment() }
-        weak var weakToken: Subscription?
-        weakToken = token
-        #expect(center.post("x") == 1)
-        token = nil
-        #expect(weakToken == nil)
-        #expect(center.post("x") == 0)
-        #expect(center.subscriptionCount(for: "x") == 0)
-        #expect(calls.count == 1)
-    }
-
-    @Test func centerDoesNotRetainTokensWithAQueuedDeliveryPending() {
-        let center = PostCenter()
-        let queue = makeSerialQueue("lifetime.token")
-        let calls = Counter()
-        queue.suspend()
-        var token: Subscription? = center.subscribe("x", delivery: .queue(queue)) { _ in calls.increment() }
-        weak var weakToken: Subscription?
-        weakToken = token
-        #expect(center.post("x") == 1)
-        token = nil
-        #expect(weakToken == nil)
-        queue.resume()
-        queue.sync {}
-        #expect(calls.count == 0)
-    }
-
-    // MARK: Guarantee 8, observers
-
-    @Test func deallocatedObserverIsNotCalledNotCountedAndItsTokenIsInactive() {
-        let center = PostCenter()
-        let live = LiveObjects()
-        let calls = Counter()
-        var observer: Observer? = Observer(calls: calls, live: live)
-        let named = center.register("x", observer: observer!, selector: Observer.didPost)
-        let typed = center.register(Topic<Int>("x"), observer: observer!, selector: Observer.didPostInt)
-        #expect(center.post(Topic<Int>("x"), 1) == 2)
-        #expect(center.subscriptionCount(for: "x") == 2)
-        #expect(named.isActive && typed.isActive)
-        weak var weakObserver: Observer?
-        weakObserver = observer
-        observer = nil
-        // The center held it weakly: it is gone although both tokens are alive.
-        #expect(weakObserver == nil)
-        #expect(live.alive == 0)
-        #expect(center.post(Topic<Int>("x"), 2) == 0)
-        #expect(center.post("x") == 0)
-        #expect(center.subscriptionCount(for: "x") == 0)
-        #expect(!named.isActive)
-        #expect(!typed.isActive)
-        #expect(calls.count == 2)
-    }
-
-    @Test func queuedDeliveryDoesNotRetainTheObserver() {
-        let center = PostCenter()
-        let queue = makeSerialQueue("lifetime.observer")
-        let live = LiveObjects()
-        let calls = Counter()
-        var observer: Observer? = Observer(calls: calls, live: live)
-        let token = center.register("x", observer: observer!, delivery: .queue(queue), selector: Observer.didPost)
-        queue.suspend()
-        #expect(center.post("x") == 1)
-        observer = nil
-        #expect(live.alive == 0)
-        #expect(!token.isActive)
-        queue.resume()
-        queue.sync {}
-        #expect(calls.count == 0)
-    }
-
-    @Test func ownerThatKeepsItsTokensEndsItsRegistrationsWhenItGoesAway() {
-        let center = PostCenter()
-        let live = LiveObjects()
-        let calls = Counter()
-        var owner: Owner? = Owner(center: center, calls: calls, live: live)
-        #expect(center.post(Topic<Int>("x"), 1) == 3)
-        #expect(center.subscriptionCount(for: "x") == 3)
-        owner = nil
-        #expect(owner == nil)
-        #expect(live.alive == 0)
-        #expect(center.subscriptionCount(for: "x") == 0)
-        #expect(center.post(Topic<Int>("x"), 2) == 0)
-        #expect(calls.count == 3)
-    }
-
-    // MARK: Guarantee 9
-
-    @Test func handlerCapturesAreReleasedWhenCancelReturns() {
+@Suite("Guarantee 11: the center holds a handler closure only while its subscription lives")
+struct Guarantee11ClosureLifetime {
+    @Test(.tags(.pin)) func handlerCapturesAreReleasedWhenCancelReturns() {
         let center = PostCenter()
         let live = LiveObjects()
         var tracked: Tracked? = Tracked("capture", live: live)
@@ -150,7 +27,7 @@ struct LifetimeTests {
         #expect(live.alive == 0)
     }
 
-    @Test func handlerCapturesAreReleasedWhenTheTokenDeinitialises() {
+    @Test(.tags(.pin)) func handlerCapturesAreReleasedWhenTheTokenDeinitialises() {
         let center = PostCenter()
         let live = LiveObjects()
         var tracked: Tracked? = Tracked("capture", live: live)
@@ -167,7 +44,7 @@ struct LifetimeTests {
         #expect(live.alive == 0)
     }
 
-    @Test func queuedHandlerCapturesAreReleasedWhenCancelReturnsWithDeliveriesPending() {
+    @Test(.tags(.pin)) func queuedHandlerCapturesAreReleasedWhenCancelReturnsWithDeliveriesPending() {
         let center = PostCenter()
         let queue = makeSerialQueue("lifetime.pending")
         let live = LiveObjects()
@@ -186,7 +63,7 @@ struct LifetimeTests {
         #expect(live.alive == 0)
     }
 
-    @Test func handlerCapturesAreReleasedWhenCancelReturnsAfterWaitingForTheHandler() {
+    @Test(.tags(.pin)) func handlerCapturesAreReleasedWhenCancelReturnsAfterWaitingForTheHandler() {
         // The handler runs on another thread when cancel() is called: cancel waits for it, then
         // releases the closure before returning.
         let center = PostCenter()
@@ -212,7 +89,7 @@ struct LifetimeTests {
         poster.join()
     }
 
-    @Test func queuedHandlerCapturesAreReleasedWhenCancelReturnsAfterWaitingForTheHandler() {
+    @Test(.tags(.pin)) func queuedHandlerCapturesAreReleasedWhenCancelReturnsAfterWaitingForTheHandler() {
         // As above for a handler running on its queue. To hold the queue's thread right after
         // the delivery ends (where the engine's block may still reference the entry), the
         // handler cancels another subscription V of the name: V's captures are released when
@@ -254,7 +131,7 @@ struct LifetimeTests {
         #expect(live.alive == 0)
     }
 
-    @Test func capturesOfAHandlerThatCancelsItselfAreReleasedWhenThePostReturns() {
+    @Test(.tags(.pin)) func capturesOfAHandlerThatCancelsItselfAreReleasedWhenThePostReturns() {
         let center = PostCenter()
         let live = LiveObjects()
         let slot = TokenSlot()
@@ -271,7 +148,7 @@ struct LifetimeTests {
         #expect(live.alive == 0)
     }
 
-    @Test func capturesOfASubscriptionCancelledInANestedPostAreReleasedWhenTheOuterPostReturns() {
+    @Test(.tags(.pin)) func capturesOfASubscriptionCancelledInANestedPostAreReleasedWhenTheOuterPostReturns() {
         let center = PostCenter()
         let live = LiveObjects()
         let slot = TokenSlot()
@@ -290,7 +167,7 @@ struct LifetimeTests {
         withExtendedLifetime(killer) {}
     }
 
-    @Test func releasingCapturesNeverHoldsALock() {
+    @Test(.tags(.pin)) func releasingCapturesNeverHoldsALock() {
         // The captured object's deinit (user code) calls back into the center. Were a lock held
         // while the closure is released, this would deadlock.
         final class CallsBack: Sendable {
@@ -317,5 +194,97 @@ struct LifetimeTests {
         token.cancel()
         #expect(seen.values == [1, 1, 2])
         withExtendedLifetime(other) {}
+    }
+
+    // MARK: Guarantee 11: an orphan keeps its closure until its last call ends
+
+    /// A token is dropped (its deinit cancels without waiting) while its handler runs on another
+    /// thread. The handler's captures stay alive while that call runs, and go when it ends: on
+    /// the thread that ran the call, before its post returns.
+    @Test(.tags(.mutantPin)) func aTokenDroppedWhileItsHandlerRunsKeepsItsCapturesUntilTheCallEnds() {
+        let center = PostCenter()
+        let name = "pin.orphan.release"
+        let started = DispatchSemaphore(value: 0)
+        let dropped = DispatchSemaphore(value: 0)
+        let callEnded = Flag()
+        let log = ReleaseLog()
+        let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
+        var probe: ReleaseProbe? = ReleaseProbe(log, callEnded)
+        weak var weakProbe: ReleaseProbe?
+        weakProbe = probe
+        var token: Subscription? = center.subscribe(name) { [probe] _ in
+            withExtendedLifetime(probe) {}
+            started.signal()
+            dropped.wait()
+            callEnded.set()
+        }
+        probe = nil
+        // The entry the post is calling (`@testable`): it must stay allocated until the call ends.
+        weak var weakEntry: _Entry?
+        weakEntry = token?._entry
+        let poster = TestThread {
+            posterThread.withLock { $0 = currentThreadID() }
+            center.post(name)
+        }
+        started.wait()
+        token = nil  // the last reference: the deinit cancels without waiting
+        let aliveWhileTheCallRuns = weakProbe != nil && weakEntry != nil
+        dropped.signal()
+        poster.join()
+        #expect(token == nil)
+        #expect(aliveWhileTheCallRuns, "the entry or its captures were released while the handler was still running")
+        #expect(weakProbe == nil, "the captures outlived the last call of the dropped subscription")
+        let release = log.entries
+        #expect(release.count == 1)
+        #expect(release.first?.afterTheCall == true)
+        #expect(release.first?.thread == posterThread.current, "the captures were not released by the last call")
+        #expect(center.post(name) == 0)
+    }
+
+    /// A handler cancels its own subscription (an orphan, noted in its thread's record); its call
+    /// ends, and the post goes on to a later handler of the name that blocks. Meanwhile another
+    /// thread parks and collects an orphan of its own, on another center. That collect must leave
+    /// the first orphan alone, though no call of it runs any more: it belongs to the posting thread,
+    /// which releases it when it closes its frame, before its post returns.
+    @Test(.tags(.mutantPin)) func anOrphanIsReleasedByTheThreadThatCalledItNotByAnotherThreadsCollect() {
+        let center = PostCenter()
+        let other = PostCenter()
+        let log = ReleaseLog()
+        let callEnded = Flag()
+        let inSecond = DispatchSemaphore(value: 0)
+        let goOn = DispatchSemaphore(value: 0)
+        let posterThread = Reliability.Locked<ObjectIdentifier?>(nil)
+        let slot = TokenSlot()
+        do {
+            let probe = ReleaseProbe(log, callEnded)
+            slot.token = center.subscribe("pin.orphan.owner") { [probe] _ in
+                withExtendedLifetime(probe) {}
+                slot.cancel()  // inside its own handler: an orphan of this thread
+                callEnded.set()
+            }
+        }
+        let second = center.subscribe("pin.orphan.owner") { _ in
+            inSecond.signal()
+            goOn.wait()
+        }
+        let poster = TestThread {
+            posterThread.withLock { $0 = currentThreadID() }
+            center.post("pin.orphan.owner")
+        }
+        inSecond.wait()
+        // The first handler's call has ended; the poster is inside the second one.
+        let ownSlot = TokenSlot()
+        ownSlot.token = other.subscribe("pin.orphan.stranger") { _ in ownSlot.cancel() }
+        #expect(other.post("pin.orphan.stranger") == 1)  // parks and collects an orphan of its own
+        let releasedByTheStranger = log.entries.count
+        goOn.signal()
+        poster.join()
+        #expect(releasedByTheStranger == 0, "another thread's collect released an orphan it never called")
+        let release = log.entries
+        #expect(release.count == 1)
+        #expect(release.first?.afterTheCall == true)
+        #expect(
+            release.first?.thread == posterThread.current, "the orphan was not released by the thread that called it")
+        withExtendedLifetime(second) {}
     }
 }

@@ -1,16 +1,17 @@
 import Dispatch
 import Foundation
-import Subscriptions
 import SubscriptionsTestSupport
 import Testing
 
-/// Guarantee 13: every method is safe from any thread at any time, including from inside
+@testable import Subscriptions
+
+/// Guarantee 7: every method is safe from any thread at any time, including from inside
 /// handlers, and no lock is held while user code runs.
 ///
 /// The concurrent tests are bounded in operations and assert exact counts.
-@Suite("Thread safety (guarantee 13)")
-struct ThreadSafetyTests {
-    @Test func concurrentSubscribePostAndCancelKeepExactCounts() {
+@Suite("Guarantee 7: every method is safe from any thread; no lock is held while user code runs")
+struct Guarantee07ThreadSafety {
+    @Test(.tags(.pin)) func concurrentSubscribePostAndCancelKeepExactCounts() {
         let center = PostCenter()
         let threads = 8
         let rounds = 200
@@ -48,7 +49,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(stable) {}
     }
 
-    @Test func concurrentPostsReachEveryHandlerExactlyOnceInEachPostersOrder() {
+    @Test(.tags(.pin)) func concurrentPostsReachEveryHandlerExactlyOnceInEachPostersOrder() {
         let center = PostCenter()
         let posters = 4
         let posts = 500
@@ -69,7 +70,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(tokens) {}
     }
 
-    @Test func concurrentCancelsOfTheSameTokenAreIdempotent() {
+    @Test(.tags(.pin)) func concurrentCancelsOfTheSameTokenAreIdempotent() {
         let center = PostCenter()
         for _ in 0..<50 {
             let victimCalls = Counter()
@@ -90,7 +91,7 @@ struct ThreadSafetyTests {
         }
     }
 
-    @Test func noHandlerStartsAfterCancelReturnsUnderConcurrentPosts() {
+    @Test(.tags(.pin)) func noHandlerStartsAfterCancelReturnsUnderConcurrentPosts() {
         let center = PostCenter()
         let subscriptions = 16
         let cancelled = (0..<subscriptions).map { _ in Flag() }
@@ -125,7 +126,7 @@ struct ThreadSafetyTests {
         #expect(center.subscriptionCount(for: "hot") == 0)
     }
 
-    @Test func concurrentPauseAndResumeSettleToTheLastCall() {
+    @Test(.tags(.pin)) func concurrentPauseAndResumeSettleToTheLastCall() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<4).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -146,7 +147,7 @@ struct ThreadSafetyTests {
         #expect(seen.values == [0, 1, 2, 3])
     }
 
-    @Test func observersDeallocatingWhilePostsRunEndCleanly() {
+    @Test(.tags(.pin)) func observersDeallocatingWhilePostsRunEndCleanly() {
         final class Observer: Sendable {
             let calls: Counter
             init(_ calls: Counter) { self.calls = calls }
@@ -177,7 +178,7 @@ struct ThreadSafetyTests {
         #expect(tokens.filter(\.isActive).isEmpty)
     }
 
-    @Test func manyNamesFromManyThreads() {
+    @Test(.tags(.pin)) func manyNamesFromManyThreads() {
         let center = PostCenter()
         let calls = Counter()
         let returned = Counter()
@@ -194,7 +195,7 @@ struct ThreadSafetyTests {
         #expect(returned.count == 1_000)
     }
 
-    @Test func everyMethodIsCallableFromInsideAHandler() {
+    @Test(.tags(.pin)) func everyMethodIsCallableFromInsideAHandler() {
         final class Observer: Sendable {
             let seen: Recorder<String>
             init(_ seen: Recorder<String>) { self.seen = seen }
@@ -237,7 +238,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime((token, observer)) {}
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.tags(.pin), .timeLimit(.minutes(1)))
     func otherThreadsCanUseTheNameWhileAHandlerRuns() {
         // A handler blocks until another thread has called into the center for the same name.
         // Were a lock held while the handler runs, that thread would block and the handler's
@@ -247,7 +248,7 @@ struct ThreadSafetyTests {
         let timedOut = Flag()
         let results = Recorder<Int>()
         // The helper's token is kept here and released after the post: a cancel on the helper
-        // thread would wait for this delivery (guarantee 7), which waits for the helper.
+        // thread would wait for this delivery (guarantee 8), which waits for the helper.
         let kept = Recorder<Subscription>()
         let other = center.subscribe("x") { post in
             guard post.flag == "slow" else { return }
@@ -271,7 +272,7 @@ struct ThreadSafetyTests {
         withExtendedLifetime(other) {}
     }
 
-    @Test func theAPIIsUsableFromDetachedTasks() async {
+    @Test(.tags(.pin)) func theAPIIsUsableFromDetachedTasks() async {
         let center = PostCenter()
         let calls = Counter()
         let tokens = (0..<3).map { _ in center.subscribe(Topic<Int>("async")) { _ in calls.increment() } }
@@ -293,5 +294,63 @@ struct ThreadSafetyTests {
         #expect(total == 8 * (50 * 3 + 1))
         #expect(calls.count == total)
         withExtendedLifetime(tokens) {}
+    }
+
+    // MARK: Guarantee 7: an orphan's captures are released with no lock held
+
+    /// A handler cancels its own subscription (the entry becomes an orphan, released when the
+    /// call ends). The deinit of one of its captures uses the center from another thread, in a
+    /// way that parks an orphan too, and waits (bounded) for it: were the orphan released while
+    /// the engine holds a lock, that other thread would block on it.
+    @Test(.tags(.mutantPin)) func anOrphansCapturesAreReleasedWithNoLockHeld() {
+        let center = PostCenter()
+        let blocked = Flag()
+        let released = Flag()
+        let threads = Reliability.Locked<[TestThread]>([])
+        let slot = TokenSlot()
+        do {
+            let capture = ReentersFromAnotherThread(center, blocked: blocked, released: released, threads: threads)
+            slot.token = center.subscribe("pin.orphan.lock") { [capture] _ in
+                withExtendedLifetime(capture) {}
+                slot.cancel()  // from inside its own handler: never waits, the entry is an orphan
+            }
+        }
+        #expect(center.post("pin.orphan.lock") == 1)
+        for thread in threads.current { thread.join() }
+        #expect(released.isSet, "the orphan's captures outlived its last call")
+        #expect(!blocked.isSet, "an orphan's captures were released while the engine held a lock")
+        #expect(slot.token?.isActive == false)
+    }
+}
+
+/// Captured by a handler: its deinit (user code, run when the center releases the closure) makes
+/// another thread park an orphan of its own, and waits for that thread at most 10 seconds.
+private final class ReentersFromAnotherThread: Sendable {
+    let center: PostCenter
+    let blocked: Flag
+    let released: Flag
+    let threads: Reliability.Locked<[TestThread]>
+
+    init(_ center: PostCenter, blocked: Flag, released: Flag, threads: Reliability.Locked<[TestThread]>) {
+        self.center = center
+        self.blocked = blocked
+        self.released = released
+        self.threads = threads
+    }
+
+    deinit {
+        let center = self.center
+        let done = DispatchSemaphore(value: 0)
+        let thread = TestThread {
+            let own = TokenSlot()
+            own.token = center.subscribe("pin.orphan.lock.inner") { _ in own.cancel() }
+            center.post("pin.orphan.lock.inner")
+            own.token = nil
+            done.signal()
+        }
+        threads.withLock { $0.append(thread) }
+        // A deadlock guard, not a timing assertion: the other thread needs no lock held here.
+        if done.wait(timeout: .now() + 10) == .timedOut { blocked.set() }
+        released.set()
     }
 }

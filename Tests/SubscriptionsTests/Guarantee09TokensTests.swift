@@ -2,13 +2,13 @@ import Dispatch
 import Subscriptions
 import Testing
 
-/// Guarantee 11: `Subscription` is `Hashable` by identity; `cancel()` is idempotent;
+/// Guarantee 9: `Subscription` is `Hashable` by identity; `cancel()` is idempotent;
 /// `pause()`/`resume()` after cancel do nothing; `isActive` is true only while the subscription
 /// would receive the next post; a token that outlives its center is harmless. Also: reusing a
 /// removed token's identity never removes another live subscription.
-@Suite("Tokens (guarantee 11)")
-struct TokenTests {
-    @Test func tokensAreHashableByIdentity() {
+@Suite("Guarantee 9: tokens are simple to hold")
+struct Guarantee09Tokens {
+    @Test(.tags(.pin)) func tokensAreHashableByIdentity() {
         let center = PostCenter()
         let handler: @Sendable (PostObject) -> Void = { _ in }
         let a = center.subscribe("x", handler: handler)
@@ -26,7 +26,7 @@ struct TokenTests {
         #expect(set.contains(a))  // identity, not state
     }
 
-    @Test func aSetOfTokensOwnsItsSubscriptions() {
+    @Test(.tags(.pin)) func aSetOfTokensOwnsItsSubscriptions() {
         let center = PostCenter()
         let calls = Counter()
         var tokens = Set<Subscription>()
@@ -42,7 +42,7 @@ struct TokenTests {
         withExtendedLifetime(removed) {}
     }
 
-    @Test func removingATokenFromItsSetEndsOnlyThatSubscription() {
+    @Test(.tags(.pin)) func removingATokenFromItsSetEndsOnlyThatSubscription() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         var tokens = Set<Subscription>()
@@ -60,7 +60,7 @@ struct TokenTests {
         #expect(seen.values == [0, 1, 2, 4, 5, 6, 7, 8, 9])
     }
 
-    @Test func cancelIsIdempotentAndLeavesOtherSubscriptionsAlone() {
+    @Test(.tags(.pin)) func cancelIsIdempotentAndLeavesOtherSubscriptionsAlone() {
         let center = PostCenter()
         let seen = Recorder<Int>()
         let tokens = (0..<5).map { i in center.subscribe("x") { _ in seen.append(i) } }
@@ -75,7 +75,7 @@ struct TokenTests {
         #expect(tokens.map(\.isActive) == [true, true, false, true, false])
     }
 
-    @Test func reusingARemovedTokensIdentityNeverRemovesAnotherLiveSubscription() {
+    @Test(.tags(.pin)) func reusingARemovedTokensIdentityNeverRemovesAnotherLiveSubscription() {
         // Cancel A, make many new subscriptions (the allocator may hand A's released entry, or
         // released tokens' memory, to them), then cancel A again: every new one still delivers.
         let center = PostCenter()
@@ -101,7 +101,7 @@ struct TokenTests {
         #expect(!a.isActive)
     }
 
-    @Test func pauseAndResumeAfterCancelDoNothing() {
+    @Test(.tags(.pin)) func pauseAndResumeAfterCancelDoNothing() {
         let center = PostCenter()
         let calls = Counter()
         let token = center.subscribe("x") { _ in calls.increment() }
@@ -116,7 +116,7 @@ struct TokenTests {
         #expect(calls.count == 0)
     }
 
-    @Test func pausedPostsAreDroppedNotBuffered() {
+    @Test(.tags(.pin)) func pausedPostsAreDroppedNotBuffered() {
         let center = PostCenter()
         let seen = Recorder<String>()
         let token = center.subscribe("x") { seen.append($0.flag) }
@@ -129,7 +129,7 @@ struct TokenTests {
         #expect(seen.values == ["after"])
     }
 
-    @Test func isActiveIsTrueOnlyWhileTheNextPostWouldReachIt() {
+    @Test(.tags(.pin)) func isActiveIsTrueOnlyWhileTheNextPostWouldReachIt() {
         final class Observer {
             func didPost(_ post: PostObject) {}
         }
@@ -158,7 +158,7 @@ struct TokenTests {
         #expect(!queued.isActive)
     }
 
-    @Test func aTokenThatOutlivesItsCenterIsHarmless() {
+    @Test(.tags(.pin)) func aTokenThatOutlivesItsCenterIsHarmless() {
         let calls = Counter()
         var center: PostCenter? = PostCenter()
         weak var weakCenter: PostCenter?
@@ -185,7 +185,7 @@ struct TokenTests {
         #expect(calls.count == 1)
     }
 
-    @Test func aTokenReleasedAfterItsCenterIsHarmless() {
+    @Test(.tags(.pin)) func aTokenReleasedAfterItsCenterIsHarmless() {
         let live = LiveObjects()
         var center: PostCenter? = PostCenter()
         var tracked: Tracked? = Tracked("capture", live: live)
@@ -198,7 +198,7 @@ struct TokenTests {
         #expect(eventually { live.alive == 0 })  // with the next batch of dropped tokens
     }
 
-    @Test func pendingQueuedDeliveryOfACenterThatWentAwayIsHarmless() {
+    @Test(.tags(.pin)) func pendingQueuedDeliveryOfACenterThatWentAwayIsHarmless() {
         let queue = makeSerialQueue("token.center-gone")
         let calls = Counter()
         var center: PostCenter? = PostCenter()

@@ -1,0 +1,286 @@
+import Dispatch
+import Foundation
+import SubscriptionsTestSupport
+import Synchronization
+import Testing
+
+@testable import Subscriptions
+
+extension Guarantee08CancelWaits {
+    /// The cancel contract at its last edges (issue 24): a finished wait is not a cycle, the replay
+    /// hand-over honours cancellation, a reclaim takes its "only thread" shortcut only when the caller
+    /// owns the sole record, and records of exited threads leave the set every cancel scans.
+    ///
+    /// `@testable` is used to see what no public API shows: whether a thread waits (its record's
+    /// `waitingFor`), how many heavy fences ran, how many records a scan visits. Waits are bounded;
+    /// semaphores and short pauses only arrange the threads, and no assertion depends on timing.
+    @Suite("Edges: stale waits, the replay hand-over, reclaim shortcut, exited threads", .tags(.pin))
+    struct CancelEdges {
+        /// A record of a live thread, from its address (the thread publishes it itself).
+        static func record(_ bits: UInt) -> _ThreadRecord {
+            _ThreadRecord(words: UnsafeMutablePointer(bitPattern: bits)!)
+        }
+
+        /// Spins until `bits` names a record that waits, or `done()` holds, or `bound` spins passed
+        /// (a failed round, not a hang).
+        static func untilWaiting(
+            _ bits: borrowing Atomic<UInt>, orUntil done: () -> Bool = { false }, bound: Int = 2_000_000
+        ) {
+            var spins = 0
+            while !done()
+                && (bits.load(ordering: .sequentiallyConsistent) == 0
+                    || record(bits.load(ordering: .sequentiallyConsistent)).waitingFor == 0)
+            {
+                spins += 1
+                if spins > bound { break }
+                sched_yield()
+            }
+        }
+
+        /// Thread A, inside X's handler, cancels E and waits for thread B, which runs E's handler.
+        /// B's handler returns while A sleeps between two checks of its wait, so A's `waitingFor`
+        /// still names B; B then cancels X. That link is a finished wait, not a cycle: B's `cancel()`
+        /// must wait for X's handler on A, and return only after it ended.
+        @Test(arguments: 0..<6)
+        func aFinishedWaitIsNotMistakenForACycle(round: Int) {
+            let center = PostCenter()
+            let tokenE = TokenSlot()
+            let tokenX = TokenSlot()
+            let aBits = Atomic<UInt>(0)
+            let bBits = Atomic<UInt>(0)
+            let eRunning = DispatchSemaphore(value: 0)
+            let xMayEnd = DispatchSemaphore(value: 0)
+            let xEnded = Flag()
+            let bReturned = Flag()
+            let xEndedWhenBReturned = Flag()
+            tokenX.token = center.subscribe("edge.x.\(round)") { _ in
+                aBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+                eRunning.wait()
+                tokenE.cancel()  // waits for E's handler on B
+                xMayEnd.wait()
+                xEnded.set()
+            }
+            tokenE.token = center.subscribe("edge.e.\(round)") { _ in
+                eRunning.signal()
+                // Until A waits for this call, then long enough for A to sleep between two checks
+                // (its backoff yields 16 times before it sleeps).
+                CancelEdges.untilWaiting(aBits)
+                usleep(3000)
+            }
+            let b = TestThread {
+                bBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+                center.post("edge.e.\(round)")
+                tokenX.cancel()
+                if xEnded.isSet { xEndedWhenBReturned.set() }
+                bReturned.set()
+            }
+            while bBits.load(ordering: .sequentiallyConsistent) == 0 { sched_yield() }
+            let a = TestThread { center.post("edge.x.\(round)") }
+            // Let X end once B waits for it (or once B returned without waiting: the breach).
+            CancelEdges.untilWaiting(bBits, orUntil: { bReturned.isSet }, bound: 50_000_000)
+            xMayEnd.signal()
+            #expect(b.join(timeout: 20), "B's cancel() never returned")
+            #expect(a.join(timeout: 20), "A's post never returned")
+            #expect(
+                xEndedWhenBReturned.isSet,
+                "cancel() returned while the handler it cancelled still ran on another thread")
+            #expect(center.post("edge.x.\(round)") == 0)
+            #expect(center.post("edge.e.\(round)") == 0)
+        }
+
+        /// The same with the finished wait in the middle of the chain: thread A, inside X's handler,
+        /// cancels E and waits for B, which runs E's handler. B's handler returns while A sleeps
+        /// between two checks (A's link to B is now a finished wait); B then cancels F and waits
+        /// for C, which runs F's handler (a live wait); C, inside F's handler, cancels X. The chain
+        /// C → A → B → C has one finished link, so it is no cycle: C's `cancel()` must wait for X's
+        /// handler on A and return only after it ended.
+        @Test(arguments: 0..<6)
+        func aFinishedWaitInsideAChainIsNotMistakenForACycle(round: Int) {
+            let center = PostCenter()
+            let tokenE = TokenSlot()
+            let tokenF = TokenSlot()
+            let tokenX = TokenSlot()
+            let aBits = Atomic<UInt>(0)
+            let bBits = Atomic<UInt>(0)
+            let cBits = Atomic<UInt>(0)
+            let eRunning = DispatchSemaphore(value: 0)
+            let fRunning = DispatchSemaphore(value: 0)
+            let xMayEnd = DispatchSemaphore(value: 0)
+            let xEnded = Flag()
+            let cReturned = Flag()
+            let xEndedWhenCReturned = Flag()
+            tokenX.token = center.subscribe("edge.chain.x.\(round)") { _ in
+                aBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+                eRunning.wait()
+                tokenE.cancel()  // waits for E's handler on B
+                xMayEnd.wait()
+                xEnded.set()
+            }
+            tokenE.token = center.subscribe("edge.chain.e.\(round)") { _ in
+                eRunning.signal()
+                // Until A waits for this call, then long enough for A's backoff to sleep a
+                // millisecond between two checks.
+                CancelEdges.untilWaiting(aBits)
+                usleep(20_000)
+            }
+            tokenF.token = center.subscribe("edge.chain.f.\(round)") { _ in
+                cBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+                fRunning.signal()
+                CancelEdges.untilWaiting(bBits)  // B waits for this call
+                tokenX.cancel()
+                if xEnded.isSet { xEndedWhenCReturned.set() }
+                cReturned.set()
+            }
+            let c = TestThread { center.post("edge.chain.f.\(round)") }
+            fRunning.wait()
+            let b = TestThread {
+                bBits.store(_ThreadRecord.current.bits, ordering: .sequentiallyConsistent)
+                center.post("edge.chain.e.\(round)")
+                tokenF.cancel()  // waits for F's handler on C
+            }
+            while bBits.load(ordering: .sequentiallyConsistent) == 0 { sched_yield() }
+            let a = TestThread { center.post("edge.chain.x.\(round)") }
+            // Let X end once C waits for it (or once C returned without waiting: the breach).
+            CancelEdges.untilWaiting(cBits, orUntil: { cReturned.isSet }, bound: 50_000_000)
+            xMayEnd.signal()
+            #expect(c.join(timeout: 20), "C's post never returned")
+            #expect(b.join(timeout: 20), "B's cancel() never returned")
+            #expect(a.join(timeout: 20), "A's post never returned")
+            #expect(
+                xEndedWhenCReturned.isSet,
+                "cancel() returned while the handler it cancelled still ran on another thread")
+            #expect(center.post("edge.chain.x.\(round)") == 0)
+        }
+
+        /// The cycle rule still holds for a real cycle: two handlers running on two threads cancel
+        /// each other's subscriptions; neither waits forever, and both calls complete.
+        @Test func twoHandlersCancellingEachOtherStillDoNotDeadlock() {
+            let center = PostCenter()
+            let first = TokenSlot()
+            let second = TokenSlot()
+            let bothIn = DispatchGroup()
+            bothIn.enter()
+            bothIn.enter()
+            let completed = Atomic<Int>(0)
+            first.token = center.subscribe("edge.cycle.1") { _ in
+                bothIn.leave()
+                bothIn.wait()
+                second.cancel()
+                completed.add(1, ordering: .relaxed)
+            }
+            second.token = center.subscribe("edge.cycle.2") { _ in
+                bothIn.leave()
+                bothIn.wait()
+                first.cancel()
+                completed.add(1, ordering: .relaxed)
+            }
+            let one = TestThread { center.post("edge.cycle.1") }
+            let two = TestThread { center.post("edge.cycle.2") }
+            #expect(one.join(timeout: 20))
+            #expect(two.join(timeout: 20))
+            #expect(completed.load(ordering: .relaxed) == 2)
+            #expect(center.post("edge.cycle.1") + center.post("edge.cycle.2") == 0)
+        }
+
+        final class Observer: @unchecked Sendable {
+            // @unchecked: `seen` is only touched on the registering thread (the hand-over runs there).
+            var seen: [String] = []
+            var onRetained: (() -> Void)?
+            func receive(_ post: PostObject) {
+                seen.append(post.flag)
+                if post.flag == "retained" { onRetained?() }
+            }
+        }
+
+        /// A post that arrives while a `replay: true` registration receives its retained post is
+        /// parked and handed over after it. When the observer is removed meanwhile, the parked post
+        /// must be dropped like any delivery that has not started: nothing reaches the observer after
+        /// `removeObserver(_:)` returned.
+        @Test func postsParkedDuringTheReplayAreDroppedOnceTheObserverIsRemoved() {
+            let center = PostCenter()
+            let name = "edge.replay.remove"
+            center.post(name, flag: "retained", retain: true)
+            let observer = Observer()
+            let removed = Flag()
+            var afterRemoval: [String] = []
+            observer.onRetained = {
+                center.post(name, flag: "live")  // parked: the replay is not over
+                center.removeObserver(observer)
+                removed.set()
+            }
+            let token = center.register(name, observer: observer, replay: true, selector: Observer.receive)
+            afterRemoval = Array(observer.seen.drop(while: { $0 == "retained" }))
+            #expect(removed.isSet)
+            #expect(observer.seen == ["retained"], "a parked post reached the observer after removeObserver returned")
+            #expect(afterRemoval.isEmpty)
+            #expect(!token.isActive)
+        }
+
+        /// Growing a slot buffer retires the old one; reclaiming it may use a plain full fence only
+        /// when the calling thread owns the sole thread record. Here the only record belongs to a
+        /// thread walking the route and the subscriber (a fresh thread) holds none: every reclaim
+        /// must run the process-wide fence. Run in a child process, so that no other test's thread
+        /// holds a record.
+        @Test func aReclaimRunsTheProcessWideFenceWhenTheOnlyRecordIsAnotherThreads() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let inside = DispatchSemaphore(value: 0)
+                let release = DispatchSemaphore(value: 0)
+                let walker = center.subscribe("edge.reclaim") { _ in
+                    inside.signal()
+                    release.wait()
+                }
+                let poster = TestThread { center.post("edge.reclaim") }
+                inside.wait()
+                let fences = Atomic<Int>(0)
+                let subscriber = TestThread {
+                    let before = _ThreadRecord.heavyFenceCount
+                    var tokens: [Subscription] = []
+                    // Enough growths for a subscribe to reclaim (`_Route.reclaimBatch` retired buffers).
+                    for _ in 0..<2_000 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
+                    // Counted before the tokens go (their deinits cancel, with fences of their own).
+                    fences.store(_ThreadRecord.heavyFenceCount - before, ordering: .relaxed)
+                    withExtendedLifetime(tokens) {}
+                }
+                subscriber.join()
+                release.signal()
+                poster.join()
+                withExtendedLifetime(walker) {}
+                if fences.load(ordering: .relaxed) == 0 {
+                    print("growing the slot buffer under another thread's walk ran no process-wide fence")
+                    exit(1)
+                }
+            }
+        }
+
+        /// Threads that posted and exited leave the set of records that cancels scan, and their
+        /// records are unmapped: after 300 such threads, a scan visits as many records as threads
+        /// hold one now. Run in a child process, so that the count is not other tests' threads.
+        @Test func recordsOfExitedThreadsLeaveTheScannedSet() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let token = center.subscribe("edge.exited") { _ in }
+                for _ in 0..<30 {
+                    let threads = (0..<10).map { _ in TestThread { center.post("edge.exited") } }
+                    for thread in threads { thread.join() }
+                }
+                token.cancel()  // a scan (and the last section's close frees the parked records)
+                // A joined thread's body has returned, but its exit (the pthread key destructor that
+                // releases its record) may still be under way: wait for it, bounded.
+                var visited = 0
+                var claimed = 0
+                for _ in 0..<1_000 {
+                    visited = 0
+                    _ThreadRecord.visitAll { _ in visited += 1 }
+                    claimed = _ThreadRecord.claimedCount
+                    if visited == claimed && visited <= 4 { break }
+                    usleep(10_000)
+                }
+                if visited != claimed || visited > 4 {
+                    print("a scan visited \(visited) records with \(claimed) claimed after 300 threads exited")
+                    exit(1)
+                }
+            }
+        }
+    }
+}
