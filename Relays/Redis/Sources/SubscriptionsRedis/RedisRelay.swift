@@ -67,59 +67,6 @@
     /// On Linux, the first relay sets `SIGPIPE` to be ignored when it still has its default
     /// disposition, so that a write to a closed connection fails instead of ending the process.
     public final class RedisRelay: Sendable {
-        /// Tuning for a ``RedisRelay``. A value type; the relay copies it at initialisation.
-        public struct Options: Sendable {
-            /// How long connecting may take (each of: TCP, TLS, the answer to `AUTH` and `PING`), the
-            /// time-out of a blocked read or write on a connection, and how long the publisher waits
-            /// for a reply it is owed before it gives the connection up (a frozen server; at most two
-            /// ``pingInterval``s). Two seconds by default.
-            public var connectTimeout: Duration = .seconds(2)
-            /// The first and the longest wait between reconnection attempts; the wait doubles after
-            /// each failure, and each wait is a random time between half of it and all of it. 20 ms to
-            /// 1 s by default.
-            public var reconnectDelay: ClosedRange<Duration> = .milliseconds(20) ... .seconds(1)
-            /// How many `PUBLISH` commands the publisher sends ahead of their replies (a command carries
-            /// one post, or up to 64 consecutive queued posts of one name). 128 by default.
-            public var pipelineDepth = 128
-            /// How many posts may wait for the publisher; more are dropped and counted in
-            /// ``RedisRelay/droppedPosts``. 100,000 by default.
-            public var maxQueuedPosts = 100_000
-            /// How many bytes of messages may wait for the publisher; more are dropped and counted in
-            /// ``RedisRelay/droppedPosts``. 64 MiB by default.
-            public var maxQueuedBytes = 64 << 20
-            /// The CA certificates (PEM) that a `rediss://` server's certificate must chain to; `nil`
-            /// for the system's. Ignored for `redis://`.
-            public var tlsCAFile: String?
-            /// The name the server's certificate must carry (and the SNI name sent); `nil` for the
-            /// host of the URL. An IP address is checked against the certificate's IP entries.
-            public var tlsServerName: String?
-            /// A secret shared by the relays that may talk to each other. When set, every message this
-            /// relay publishes carries an HMAC-SHA256 of its channel and bytes, and messages that do not
-            /// carry a valid one are rejected (counted in ``RedisRelay/rejectedMessages``). `nil` (the
-            /// default): messages are neither signed nor checked. Use at least 32 random bytes.
-            public var signingKey: [UInt8]?
-            /// The largest message sent or accepted, in bytes (signature included). A larger post is
-            /// not sent (counted in ``RedisRelay/droppedPosts``); a larger received message is
-            /// rejected. 1 MiB by default.
-            public var maximumMessageBytes = 1 << 20
-            /// How long a connection may stay without traffic before it sends a `PING`; one that
-            /// gets no answer within two intervals is closed and re-opened. 5 seconds by default.
-            public var pingInterval: Duration = .seconds(5)
-            /// How long ``RedisRelay/close()`` (and the release of the relay) waits for queued posts to
-            /// be sent and answered; the rest are counted dropped. Two seconds by default.
-            public var closeTimeout: Duration = .seconds(2)
-            /// When `true`, an initializer that cannot reach the server does not throw: the relay
-            /// starts disconnected and keeps retrying with backoff (posts made meanwhile are dropped).
-            /// A refused password or TLS handshake still throws. `false` by default.
-            public var waitsForServer = false
-
-            /// The defaults.
-            public init() {}
-
-            /// The defaults, with a signing key.
-            public init(signingKey: [UInt8]?) { self.signingKey = signingKey }
-        }
-
         /// The center whose posts are relayed.
         public let center: PostCenter
         /// The prefix of every channel name, so that several applications can share a server.
@@ -128,7 +75,8 @@
         /// come back. Unique per relay, also within one process.
         public let originID: UInt64
 
-        private let core: _RelayCore
+        /// The relay's engine: its queues, counters and connections' state.
+        let core: _RelayCore
         /// The publisher and subscriber threads, to know whether `deinit` runs on one of them.
         /// `nonisolated(unsafe)`: immutable, and only compared by identity.
         nonisolated(unsafe) private let threads: [Thread]
@@ -271,102 +219,6 @@
         /// Ends ``events`` now: for tests that must not wait forever for an event.
         func _endEvents() { core.events.finish() }
 
-        // MARK: Relaying
-
-        /// Relays `topic` both ways: local posts of it are published to Redis in a compact
-        /// binary encoding of its `Codable` form, and posts
-        /// published by other relays on its channel are decoded and posted on ``center``.
-        ///
-        /// The relay subscribes to `topic` on ``center`` with ``Delivery/immediate`` delivery, so a post
-        /// is queued for Redis before `post` returns; it receives typed posts and plain posts whose data
-        /// is a `Payload`. Received posts are made on the relay's subscriber thread.
-        ///
-        /// - Returns: The token; it keeps the relay alive. Cancelling or dropping it stops both
-        ///   directions; the channel is unsubscribed. Until the server confirms the subscription, messages from other processes
-        ///   may be missed: see ``waitUntilReady(timeout:)``.
-        /// - Parameters:
-        ///   - topic: The topic to relay.
-        ///   - fileID: The call site, recorded for the center's `subscriptionSites(for:)`; leave the
-        ///     default.
-        ///   - line: The call site's line; leave the default.
-        /// - Precondition: the relay does not relay `topic`'s name already (it would publish every post
-        ///   twice); the call stops the process with a message naming the topic.
-        public func relay<Payload: Codable & Sendable>(
-            _ topic: Topic<Payload>, fileID: String = #fileID, line: Int = #line
-        ) -> Subscription {
-            let inbound = _Inbound(kind: _Wire.typed) { [weak center] body in
-                guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
-                center?.post(topic, value)
-                return true
-            } deliverBatch: { [weak center] batch in
-                var values: [Payload] = []
-                values.reserveCapacity(batch.count)
-                for body in batch {
-                    guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
-                    values.append(value)
-                }
-                if let center { for value in values { center.post(topic, value) } }
-                return true
-            }
-            let lease = core.bind(topic.name, inbound, owner: self)
-            return _RelayRegistration.token(lease, name: topic.name) {
-                center.subscribe(topic, fileID: fileID, line: line) { [lease] payload in
-                    guard !lease.isInbound else { return }
-                    // One array per post: header, kind and body written straight into it, then queued.
-                    var message = lease.core.header
-                    message.reserveCapacity(64)
-                    message.append(_Wire.typed)
-                    do {
-                        try _Codec.encode(payload, into: &message)
-                    } catch {
-                        lease.core.dropped.add(1, ordering: .relaxed)
-                        return
-                    }
-                    lease.core.enqueue(channel: lease.channelBytes, message: message)
-                }
-            }
-        }
-
-        /// Relays the plain name `name` both ways: the ``PostObject/flag`` of local posts is published,
-        /// and posts from other relays arrive as a ``PostObject`` with that flag and no data (an object
-        /// cannot cross processes).
-        ///
-        /// The relay subscribes to `name` on ``center`` with ``Delivery/immediate`` delivery. Received
-        /// posts are made on the relay's subscriber thread.
-        ///
-        /// - Returns: The token; it keeps the relay alive. Cancelling or dropping it stops both
-        ///   directions; the channel is unsubscribed.
-        /// - Parameters:
-        ///   - name: The name to relay.
-        ///   - fileID: The call site, recorded for the center's `subscriptionSites(for:)`; leave the
-        ///     default.
-        ///   - line: The call site's line; leave the default.
-        /// - Precondition: the relay does not relay `name` already; the call stops the process with a
-        ///   message naming it.
-        public func relay(_ name: String, fileID: String = #fileID, line: Int = #line) -> Subscription {
-            let inbound = _Inbound(kind: _Wire.plain) { [weak center] body in
-                guard let flag = String(validating: body, as: UTF8.self) else { return false }
-                center?.post(name, flag: flag)
-                return true
-            } deliverBatch: { [weak center] batch in
-                var flags: [String] = []
-                flags.reserveCapacity(batch.count)
-                for body in batch {
-                    guard let flag = String(validating: body, as: UTF8.self) else { return false }
-                    flags.append(flag)
-                }
-                if let center { for flag in flags { center.post(name, flag: flag) } }
-                return true
-            }
-            let lease = core.bind(name, inbound, owner: self)
-            return _RelayRegistration.token(lease, name: name) {
-                center.subscribe(name, fileID: fileID, line: line) { [lease] post in
-                    guard !lease.isInbound else { return }
-                    lease.send(kind: _Wire.plain, body: post.flag.utf8)
-                }
-            }
-        }
-
         // MARK: State
 
         /// How many local posts were not delivered to Redis: made while disconnected or after
@@ -404,36 +256,6 @@
                 Thread.sleep(forTimeInterval: 0.001)
             }
             return true
-        }
-    }
-
-    /// The error a ``RedisRelay`` initializer throws. No case's text contains a password.
-    public enum RedisRelayError: Error, CustomStringConvertible, Sendable {
-        /// No Redis server could be reached at `host:port`; `reason` explains, such as
-        /// "Connection refused".
-        case unreachable(host: String, port: Int, reason: String)
-        /// The server refused the credentials, or wants some and got none: its own text, such as
-        /// `WRONGPASS invalid username-password pair or user is disabled.`
-        case authenticationFailed(String)
-        /// The TLS handshake failed or the server's certificate was refused (or the CA file could not
-        /// be loaded): OpenSSL's reason.
-        case tlsFailed(String)
-        /// The URL is not `redis://[user[:password]@]host[:port]` or `rediss://…`: what is wrong, not
-        /// the URL itself.
-        case invalidURL(String)
-
-        /// A sentence naming the problem.
-        public var description: String {
-            switch self {
-            case .unreachable(let host, let port, let reason):
-                return "RedisRelay: cannot reach Redis at \(host):\(port): \(reason)"
-            case .authenticationFailed(let text):
-                return "RedisRelay: the server refused the credentials: \(text)"
-            case .tlsFailed(let text):
-                return "RedisRelay: TLS failed: \(text)"
-            case .invalidURL(let text):
-                return "RedisRelay: invalid Redis URL: \(text)"
-            }
         }
     }
 

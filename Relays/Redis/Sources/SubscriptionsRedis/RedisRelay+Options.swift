@@ -1,0 +1,60 @@
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    import Foundation
+    import Subscriptions
+
+    extension RedisRelay {
+        /// Tuning for a ``RedisRelay``. A value type; the relay copies it at initialisation.
+        public struct Options: Sendable {
+            /// How long connecting may take (each of: TCP, TLS, the answer to `AUTH` and `PING`), the
+            /// time-out of a blocked read or write on a connection, and how long the publisher waits
+            /// for a reply it is owed before it gives the connection up (a frozen server; at most two
+            /// ``pingInterval``s). Two seconds by default.
+            public var connectTimeout: Duration = .seconds(2)
+            /// The first and the longest wait between reconnection attempts; the wait doubles after
+            /// each failure, and each wait is a random time between half of it and all of it. 20 ms to
+            /// 1 s by default.
+            public var reconnectDelay: ClosedRange<Duration> = .milliseconds(20) ... .seconds(1)
+            /// How many `PUBLISH` commands the publisher sends ahead of their replies (a command carries
+            /// one post, or up to 64 consecutive queued posts of one name). 128 by default.
+            public var pipelineDepth = 128
+            /// How many posts may wait for the publisher; more are dropped and counted in
+            /// ``RedisRelay/droppedPosts``. 100,000 by default.
+            public var maxQueuedPosts = 100_000
+            /// How many bytes of messages may wait for the publisher; more are dropped and counted in
+            /// ``RedisRelay/droppedPosts``. 64 MiB by default.
+            public var maxQueuedBytes = 64 << 20
+            /// The CA certificates (PEM) that a `rediss://` server's certificate must chain to; `nil`
+            /// for the system's. Ignored for `redis://`.
+            public var tlsCAFile: String?
+            /// The name the server's certificate must carry (and the SNI name sent); `nil` for the
+            /// host of the URL. An IP address is checked against the certificate's IP entries.
+            public var tlsServerName: String?
+            /// A secret shared by the relays that may talk to each other. When set, every message this
+            /// relay publishes carries an HMAC-SHA256 of its channel and bytes, and messages that do not
+            /// carry a valid one are rejected (counted in ``RedisRelay/rejectedMessages``). `nil` (the
+            /// default): messages are neither signed nor checked. Use at least 32 random bytes.
+            public var signingKey: [UInt8]?
+            /// The largest message sent or accepted, in bytes (signature included). A larger post is
+            /// not sent (counted in ``RedisRelay/droppedPosts``); a larger received message is
+            /// rejected. 1 MiB by default.
+            public var maximumMessageBytes = 1 << 20
+            /// How long a connection may stay without traffic before it sends a `PING`; one that
+            /// gets no answer within two intervals is closed and re-opened. 5 seconds by default.
+            public var pingInterval: Duration = .seconds(5)
+            /// How long ``RedisRelay/close()`` (and the release of the relay) waits for queued posts to
+            /// be sent and answered; the rest are counted dropped. Two seconds by default.
+            public var closeTimeout: Duration = .seconds(2)
+            /// When `true`, an initializer that cannot reach the server does not throw: the relay
+            /// starts disconnected and keeps retrying with backoff (posts made meanwhile are dropped).
+            /// A refused password or TLS handshake still throws. `false` by default.
+            public var waitsForServer = false
+
+            /// The defaults.
+            public init() {}
+
+            /// The defaults, with a signing key.
+            public init(signingKey: [UInt8]?) { self.signingKey = signingKey }
+        }
+    }
+#endif
