@@ -78,7 +78,7 @@ extension _Route {
         for i in 0..<buffer.count {
             let bits = buffer.slot(i)
             guard bits != 0 else { continue }
-            _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
+            _SlotBuffer.entry(bits)._withUnsafeGuaranteedRef { entry in
                 let state = entry.state.load(ordering: .relaxed)
                 guard state == _Entry.active || state == _Entry.paused, entry.isReachable(keeping: &keep) else {
                     return

@@ -159,17 +159,15 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
             }
             handled += count
             let payloads = batch.items(Payload.self)
-            _withFrameCell { cell in
-                // Payloads taken before the frame is refused were posted before the pause or
-                // cancellation that refused it: dropped, like queued deliveries.
-                guard let ticket = route._beginQueuedCall(self, cell) else { return }
+            // Payloads taken before the frame is refused were posted before the pause or
+            // cancellation that refused it: dropped, like queued deliveries.
+            route._inQueuedCall(self) {
                 for payload in payloads {
                     guard state.load(ordering: .relaxed) == _Entry.active, let handler else { continue }
                     handler(actor, payload)
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)
-                route._endCall(ticket)
             }
             batch.removeAll(Payload.self)
             lock()

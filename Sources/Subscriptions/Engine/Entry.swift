@@ -225,17 +225,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         let pending = tracker?.begin()
         queue.async { [weak self, tracker] in
             defer { if let pending { tracker?.end(pending) } }
-            _withFrameCell { cell in
-                // One optional binding only, so that `entry = nil` below really drops the
-                // block's reference before the frame unlinks: the canceller's release stays the
-                // last one, and the handler's captures are gone when `cancel()` returns.
-                var entry: _Slow? = self
-                guard let ticket = entry.flatMap({ box.value.1._beginQueuedCall($0, cell) }) else { return }
-                if let target = entry?.target(), target.alive {
-                    _ = entry?.invoke?(target.observer, box.value.0)
-                }
-                entry = nil
-                box.value.1._endCall(ticket)
+            box.value.1._runQueuedCall(self, refused: { _ in }) { entry in
+                let target = entry.target()
+                if target.alive { _ = entry.invoke?(target.observer, box.value.0) }
             }
         }
     }
@@ -243,11 +235,9 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     /// A queued or main-actor delivery that a mailbox of the center held (see `_Mailbox`).
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        _withFrameCell { cell in
-            guard let ticket = route._beginQueuedCall(self, cell) else { return }
+        route._inQueuedCall(self) {
             let target = target()
             if target.alive { _ = invoke?(target.observer, value) }
-            route._endCall(ticket)
         }
     }
 

@@ -61,7 +61,7 @@ enum _Orphans {
         var noted = false
         var kept: [Orphan] = []
         for var orphan in orphans {
-            let bits = _Route.bits(orphan.entry)
+            let bits = _SlotBuffer.bits(of: orphan.entry)
             var holders: [UInt] = []
             _ThreadRecord.visitAll { r in
                 if r.calls(bits) {

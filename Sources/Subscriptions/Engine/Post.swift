@@ -118,7 +118,7 @@ extension PostCenter {
             record.setAt(f, bits)
             _Fence.light()
             if buffer.slot(i) != bits { continue }
-            _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
+            _SlotBuffer.entry(bits)._withUnsafeGuaranteedRef { entry in
                 guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
                 let kind = ObjectIdentifier(type(of: entry))
                 if kind == direct {

@@ -143,11 +143,9 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// at once), and only if the entry is still active after the frame's fence (so that nothing
     /// parked runs after `cancel()` or `removeObserver(_:)` returned, or while paused).
     private func handOver(_ payload: Payload, entry: _Slow<Payload>, route: _Route) {
-        _withFrameCell { cell in
-            guard let ticket = route._beginQueuedCall(entry, cell) else { return }
+        route._inQueuedCall(entry) {
             let target = entry.target()
             if target.alive { _ = entry.run(payload, target: target, route: route) }
-            route._endCall(ticket)
         }
     }
 }

@@ -97,7 +97,7 @@ enum _Retirements {
         var calling: Set<UInt> = []
         _ThreadRecord.visitAll { r in r.forEachCall { calling.insert($0) } }
         for entry in batch {
-            if calling.contains(_Route.bits(entry)) {
+            if calling.contains(_SlotBuffer.bits(of: entry)) {
                 _Orphans.add(entry)
             } else {
                 entry.releaseHandler()
