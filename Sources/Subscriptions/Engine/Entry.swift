@@ -225,10 +225,12 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         let pending = tracker?.begin()
         queue.async { [weak self, tracker] in
             defer { if let pending { tracker?.end(pending) } }
-            box.value.1._runQueuedCall(self, refused: { _ in }) { entry in
-                let target = entry.target()
-                if target.alive { _ = entry.invoke?(target.observer, box.value.0) }
-            }
+            box.value.1._runQueuedCall(
+                self,
+                call: { entry in
+                    let target = entry.target()
+                    if target.alive { _ = entry.invoke?(target.observer, box.value.0) }
+                }, refused: { _ in })
         }
     }
 

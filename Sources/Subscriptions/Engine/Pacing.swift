@@ -316,7 +316,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
         let wake: @Sendable () -> Void = { [weak self] in
             // One wake-up: takes the payload and calls the handler, or waits longer, or ends
             // the chain.
-            box.value._runQueuedCall(self, refused: { $0?.refused(box.value) }) { $0.call(box.value) }
+            box.value._runQueuedCall(self, call: { $0.call(box.value) }, refused: { $0?.refused(box.value) })
         }
         if delay == 0 {
             queue.async(execute: wake)

@@ -284,7 +284,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// holds the last reference: its `releaseHandler()` really frees the handler's captures, and
     /// they are gone when `cancel()` returns.
     @inline(__always)
-    func _runQueuedCall<E: _Entry>(_ entry: consuming E?, refused: (E?) -> Void, _ call: (E) -> Void) {
+    func _runQueuedCall<E: _Entry>(_ entry: consuming E?, call: (E) -> Void, refused: (E?) -> Void) {
         guard let frame = entry.flatMap({ _beginQueuedCall($0) }) else {
             refused(entry)
             return
