@@ -105,7 +105,7 @@ final class _EnvelopeHandler: _Entry, @unchecked Sendable {
     }
 }
 
-/// How a `_Slow` entry runs its handler.
+/// How an `_OptionsEntry` runs its handler.
 enum _Executor {
     /// On the posting thread.
     case immediate
@@ -118,7 +118,7 @@ enum _Executor {
 /// Every registration with an option: queued or main-actor delivery, one-shot, a sender filter,
 /// or a weakly held observer (selector style). Bigger than `_Handler` and reached through a
 /// virtual call, which is fine: the option's own cost (a dispatch, a weak load) dominates.
-final class _Slow<Payload>: _Entry, @unchecked Sendable {
+final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// Calls the user's handler, or the selector on the observer passed in (loaded by the entry,
     /// which is the one place that holds it: the closure captures no second weak reference).
     /// Returns `false` when it did not run. Cleared by `releaseHandler()` once cancelled: read

@@ -6,7 +6,7 @@ protocol _ObserverHolding: AnyObject {
     var _observerID: ObjectIdentifier? { get }
 }
 
-extension _Slow: _ObserverHolding {
+extension _OptionsEntry: _ObserverHolding {
     var _observerID: ObjectIdentifier? { observerID }
 }
 

@@ -21,7 +21,7 @@ enum _Orphans {
         var holders: [UInt] = []
     }
 
-    private static let list = _Lock<[Orphan]>([])
+    private static let list = _PlatformMutex<[Orphan]>([])
 
     /// Parks `entry` (already cancelled and out of every slot) until no thread calls it.
     static func add(_ entry: _Entry) {

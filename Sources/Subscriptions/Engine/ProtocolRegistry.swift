@@ -149,7 +149,7 @@ struct _ProtocolList {
 /// of the user's, and every strong observer reference it loads while locked is released after
 /// unlocking. `notify` takes a snapshot under the lock and calls observers without it.
 final class _ProtocolRegistry: Sendable {
-    let mutex = _Lock<[ObjectIdentifier: _ProtocolList]>([:])
+    let mutex = _PlatformMutex<[ObjectIdentifier: _ProtocolList]>([:])
 
     /// Registers `object` (which is `observer`) for `key`, or finds its registration.
     /// - Returns: The registration, new or existing.

@@ -31,7 +31,7 @@ enum _Retirements {
         var jobScheduled = false
     }
 
-    private static let pending = _Lock<_UncheckedSendable<State>>(_UncheckedSendable(State()))
+    private static let pending = _PlatformMutex<_UncheckedSendable<State>>(_UncheckedSendable(State()))
 
     /// Whether entries may be parked: set under the lock by `retire`, cleared by `take`. Read
     /// without it by `cancel()`, which skips the lock when nothing is parked (a stale `false` only

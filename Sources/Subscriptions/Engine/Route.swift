@@ -5,7 +5,7 @@ internal import _SubscriptionsShims
 /// subscribes and cancels of different names rarely meet on a lock. Posts take no lock: they
 /// read the published `table`, holding it in their thread record while they use it.
 final class _Stripe: Sendable {
-    let mutex: _Lock<_StripeState>
+    let mutex: _PlatformMutex<_StripeState>
     /// The address of the current `_NameTable`.
     let table: Atomic<UInt>
     /// Keeps stripes allocated one after another on different cache lines.
@@ -13,7 +13,7 @@ final class _Stripe: Sendable {
 
     init() {
         let initial = _NameTable.allocate(capacity: 8)
-        mutex = _Lock(_StripeState(table: initial))
+        mutex = _PlatformMutex(_StripeState(table: initial))
         table = Atomic(initial.bits)
     }
 
