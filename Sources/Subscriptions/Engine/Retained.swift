@@ -100,8 +100,8 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// or drop it when it is a retained post the subscriber was handed already.
     @inline(__always)
     func admit(
-        _ payload: Payload, sender: AnyObject?, entry: _OptionsEntry<Payload>, target: (alive: Bool, observer: AnyObject?),
-        route: _Route
+        _ payload: Payload, sender: AnyObject?, entry: _OptionsEntry<Payload>,
+        target: (alive: Bool, observer: AnyObject?), route: _Route
     ) -> Bool {
         let retained = _RetainedPost.version(of: sender) ?? 0
         if !live.load(ordering: .acquiring) {
@@ -174,8 +174,9 @@ extension PostCenter {
     func _replayableEntry<Payload>(
         _ executor: _Executor, once: Bool = false, _ handler: @escaping (Payload) -> Void
     ) -> _OptionsEntry<Payload> {
-        _OptionsEntry(executor: executor, once: once, observer: nil, sender: nil, tracker: _tracker(executor)) { _, payload in
-            handler(payload)
+        let tracker = _tracker(executor)
+        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: nil, tracker: tracker) { _, value in
+            handler(value)
             return true
         }
     }
