@@ -141,4 +141,10 @@ class _SubscriptionHome: @unchecked Sendable {
     func _setPaused(_ paused: Bool, _ token: Subscription) {}
     /// Whether the next delivery would reach `token`'s registration.
     func _isActive(_ token: Subscription) -> Bool { false }
+    /// What `token` is for (a name, a protocol), its call-site id (`_CallSites`, 0 when unknown)
+    /// and its state (`active`, `paused` or `cancelled`), for its `debugDescription`. Each home
+    /// answers for its own kind of registration, under its own lock.
+    func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        ("?", 0, _isActive(token) ? "active" : "cancelled")
+    }
 }

@@ -252,6 +252,19 @@ extension PostCenter {
         return n
     }
 
+    /// Live subscriptions of `key` per call-site id (see `_Route.lockedSiteCounts(keeping:)`).
+    func _siteCounts(_ key: _NameKey) -> [UInt16: Int] {
+        var keep: [AnyObject] = []
+        let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+            stripe.mutex.withLock { state -> [UInt16: Int] in
+                guard let route = state.table.find(key) else { return [:] }
+                return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
+            }
+        }
+        withExtendedLifetime(keep) {}
+        return counts
+    }
+
     /// Detaches every route: tokens that outlive the center become inactive and harmless. No
     /// post of this center is in progress (the poster would hold a reference), so the tables
     /// are freed at once.

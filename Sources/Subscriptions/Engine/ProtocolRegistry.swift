@@ -302,6 +302,17 @@ final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
         registry?.setPaused(paused, entry)
     }
 
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        let raw = entry.state.load(ordering: .acquiring)
+        let state: String
+        if registry == nil || raw == _ProtocolEntry.removed || entry.object == nil {
+            state = "cancelled"
+        } else {
+            state = raw == _ProtocolEntry.paused ? "paused" : "active"
+        }
+        return (String(describing: entry.protocolType), entry.site, state)
+    }
+
     override func _isActive(_ token: Subscription) -> Bool {
         // No lock here: the observer loaded by `entry.object` may be released last right here,
         // running its deinit, which is fine outside the lock.

@@ -238,6 +238,23 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         return n
     }
 
+    /// Live subscriptions per call-site id. Loaded observers and senders go to `keep`.
+    func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt16: Int] {
+        var counts: [UInt16: Int] = [:]
+        for i in 0..<buffer.count {
+            let bits = buffer.slot(i)
+            guard bits != 0 else { continue }
+            _SlotBuffer.entry(bits)._withUnsafeGuaranteedRef { entry in
+                let state = entry.state.load(ordering: .relaxed)
+                guard state == _Entry.active || state == _Entry.paused, entry.isReachable(keeping: &keep) else {
+                    return
+                }
+                counts[entry.site, default: 0] += 1
+            }
+        }
+        return counts
+    }
+
     // MARK: Calls outside a post
 
     /// Opens a frame on the calling thread for one call of `entry` outside a post (a queued,
@@ -385,6 +402,22 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
                 expected: paused ? _Entry.active : _Entry.paused, desired: paused ? _Entry.paused : _Entry.active,
                 ordering: .relaxed)
         }
+    }
+
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        var keep: [AnyObject] = []
+        let (site, state) = stripe.mutex.withLock { _ -> (UInt16, String) in
+            guard let entry = token._entry else { return (0, "cancelled") }
+            let state = entry.state.load(ordering: .relaxed)
+            if detached.load(ordering: .relaxed) || (state != _Entry.active && state != _Entry.paused)
+                || !entry.isReachable(keeping: &keep)
+            {
+                return (entry.site, "cancelled")
+            }
+            return (entry.site, state == _Entry.paused ? "paused" : "active")
+        }
+        withExtendedLifetime(keep) {}
+        return (key.name.debugDescription, site, state)
     }
 
     override func _isActive(_ token: Subscription) -> Bool {
