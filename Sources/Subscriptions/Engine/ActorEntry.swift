@@ -317,7 +317,7 @@ extension PostCenter {
             let (token, live) = _insert(entry, to: key)
             return (token, live, start)
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        _noteSubscriptionCount(key, live)
         if start, let route = token._home as? _Route { entry.startDraining(route) }
         return token
     }

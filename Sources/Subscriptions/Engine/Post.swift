@@ -41,7 +41,7 @@ extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
         let (token, live) = _insert(entry, to: key)
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        _noteSubscriptionCount(key, live)
         return token
     }
 

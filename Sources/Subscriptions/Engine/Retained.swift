@@ -198,7 +198,7 @@ extension PostCenter {
             let (token, live) = _insert(entry, to: key)
             return (token, live, table.records[key.name])
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
+        _noteSubscriptionCount(key, live)
         if let route = token._home as? _Route {
             entry.replay?.finish(record, entry: entry, route: route)
         }
