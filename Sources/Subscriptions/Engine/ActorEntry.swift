@@ -308,17 +308,17 @@ extension PostCenter {
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
         guard replay else { return _add(entry, to: key) }
-        let (token, live, start) = _retained.withLock { table in
+        let (token, route, live, start) = _retained.withLock { table in
             var start = false
             if let record = table.records[key.name] {
                 entry.replayed = record.version
                 if let payload = record.payload(as: Payload.self) { start = entry.preload(payload) }
             }
-            let (token, live) = _insert(entry, to: key)
-            return (token, live, start)
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, start)
         }
         _noteSubscriptionCount(key, live)
-        if start, let route = token._home as? _Route { entry.startDraining(route) }
+        if start { entry.startDraining(route) }
         return token
     }
 }

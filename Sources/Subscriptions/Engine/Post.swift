@@ -40,14 +40,15 @@ struct _PostStart {
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
-        let (token, live) = _insert(entry, to: key)
+        let (token, _, live) = _insert(entry, to: key)
         _noteSubscriptionCount(key, live)
         return token
     }
 
-    /// Registers `entry` under `key`; returns its token and the name's live count. Runs no user
-    /// code, so it may be called under another lock (see `_addReplaying`).
-    func _insert(_ entry: _Entry, to key: _NameKey) -> (Subscription, Int) {
+    /// Registers `entry` under `key`; returns its token, the route it joined (the token's home,
+    /// which keeps it alive) and the name's live count. Runs no user code, so it may be called
+    /// under another lock (see `_addReplaying`).
+    func _insert(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, route: _Route, live: Int) {
         let stripe = _stripes[key.hash].takeUnretainedValue()
         return stripe.mutex.withLock { state in
             let route: _Route
@@ -59,7 +60,7 @@ extension PostCenter {
             }
             let token = Subscription(home: route, entry: entry)
             token._seq = route.lockedAppend(entry)
-            return (token, route.live)
+            return (token, route, route.live)
         }
     }
 

@@ -194,14 +194,12 @@ extension PostCenter {
     func _addReplaying<Payload>(_ entry: _Entry, _ type: Payload.Type, to key: _NameKey) -> Subscription {
         let entry = unsafeDowncast(entry, to: _OptionsEntry<Payload>.self)
         entry.replay = _Replay()
-        let (token, live, record) = _retained.withLock { table in
-            let (token, live) = _insert(entry, to: key)
-            return (token, live, table.records[key.name])
+        let (token, route, live, record) = _retained.withLock { table in
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, table.records[key.name])
         }
         _noteSubscriptionCount(key, live)
-        if let route = token._home as? _Route {
-            entry.replay?.finish(record, entry: entry, route: route)
-        }
+        entry.replay?.finish(record, entry: entry, route: route)
         return token
     }
 }
