@@ -117,10 +117,10 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _Entry, _PendingWork, @unc
     /// Runs on the actor until the mailbox is empty, letting other jobs of the actor run after
     /// every `batchLimit` payloads.
     ///
-    /// Found empty, the drain ends the burst at once. (It used to yield and look again a few
-    /// times first, hoping for more posts: a poster that posts one payload at a time and waits
-    /// for it then paid for those trips through the executor on every post.) A drain that found
-    /// payloads looks again at once.
+    /// Found empty, the drain ends the burst at once rather than yield and look again for more
+    /// posts: a poster that posts one payload at a time and waits for its delivery would pay for
+    /// those trips through the executor on every post. A drain that found payloads looks again
+    /// at once.
     private func drain(on actor: isolated A, _ route: _Route) async {
         lock()
         var batch = spare.take()

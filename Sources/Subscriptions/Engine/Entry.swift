@@ -25,8 +25,8 @@ class _Entry: @unchecked Sendable {
 
     /// One of the states above. Read without the lock by posts; written under it (or, for
     /// `spent`, claimed with a compare-exchange by the post that wins a one-shot).
-    /// 16 bits, so that `site` fits beside it in the word `state` used to fill alone: an entry
-    /// stays 24 bytes before its subclass's fields (a `_Handler` is a 48-byte malloc block).
+    /// 16 bits, so that `site` and `index` share one word with it: an entry is 24 bytes before
+    /// its subclass's fields, which keeps a `_Handler` in a 48-byte malloc block.
     let state = Atomic<UInt16>(_Entry.active)
     /// Where it was subscribed: an id of `_CallSites`, 0 when unknown. Written before the entry
     /// is published to its route, immutable afterwards.
@@ -178,7 +178,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     /// A typed post of exactly `Payload` to an entry without a sender filter or replay hands the
-    /// value over without an envelope or a cast (the envelope was an allocation per post).
+    /// value over without an envelope (an allocation per post) or a cast.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
         let target = target()
