@@ -14,7 +14,7 @@ class _SubscriptionHome: @unchecked Sendable {
     func _isActive(_ token: Subscription) -> Bool { false }
     /// What `token` is for (a name, a protocol), its call-site id (`_CallSites`, 0 when unknown)
     /// and its state (`active`, `paused` or `cancelled`), for its `debugDescription`. Each home
-    /// answers for its own kind of registration, under its own lock.
+    /// answers for its own kind of registration; this default knows only `_isActive(_:)`.
     func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
         ("?", 0, _isActive(token) ? "active" : "cancelled")
     }
