@@ -297,9 +297,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// the entry, if it still exists) when there is no entry or `_beginQueuedCall(_:)` refuses.
     ///
     /// `entry` is the block's one strong reference, loaded from its weak capture and handed over
-    /// here; it is released before the frame closes. So the canceller, which waits for the frame,
-    /// holds the last reference: its `releaseHandler()` really frees the handler's captures, and
-    /// they are gone when `cancel()` returns.
+    /// here; it is released before the frame closes. So the block never holds the entry past its
+    /// frame: a canceller that waited for the frame holds the last reference, and the entry (with
+    /// whatever it still holds) goes with the canceller's release, not later on the queue.
     @inline(__always)
     func _runQueuedCall<E: _Entry>(_ entry: consuming E?, call: (E) -> Void, refused: (E?) -> Void) {
         guard let frame = entry.flatMap({ _beginQueuedCall($0) }) else {
