@@ -305,7 +305,7 @@ inline POST(me, e) {
     POP(me)
 }
 
-/* A call outside a post (Route._beginQueuedCall / _endCall, and the replay hand-over):
+/* A call outside a post (Route._beginQueuedCall / _endQueuedCall, and the replay hand-over):
  * push a frame, at = e, light fence, check the state word, call, pop. */
 inline FRAMED_CALL(me, e) {
     CLAIM(me);

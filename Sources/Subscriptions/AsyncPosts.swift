@@ -122,10 +122,10 @@ public struct Posts<Element: Sendable>: AsyncSequence, Sendable {
 /// one iterator takes them. Afterwards a sequence value holds nothing, so a copy kept alive after
 /// the loop keeps neither the subscription nor the posts still buffered.
 final class _PostsSource<Element: Sendable>: Sendable {
-    private let parts: _Lock<(buffer: _PostsBuffer<Element>, token: Subscription)?>
+    private let parts: _PlatformMutex<(buffer: _PostsBuffer<Element>, token: Subscription)?>
 
     init(buffer: _PostsBuffer<Element>, token: Subscription) {
-        self.parts = _Lock((buffer, token))
+        self.parts = _PlatformMutex((buffer, token))
     }
 
     /// Hands the buffer and the subscription to the one iterator; traps on a second call.

@@ -17,7 +17,7 @@ final class _PostsBuffer<Element: Sendable>: _PostsClosing, @unchecked Sendable 
     // `deinit`, when no other reference exists); `center` is a weak reference written only in
     // `init` (the runtime makes weak loads atomic); the elements themselves are `Sendable`.
 
-    private let lock = _Lock<Void>(())
+    private let lock = _PlatformMutex<Void>(())
     /// How many posts may wait in the ring; `Int.max` for `.unbounded`.
     private let limit: Int
     /// Whether a full ring makes room by discarding its oldest post (`.bufferingNewest`).
@@ -234,7 +234,7 @@ protocol _PostsClosing: AnyObject, Sendable {
 /// the task is cancelled, the unused sequence is dropped). Buffers (and the posts in them) are
 /// released after unlocking.
 final class _PostsRegistry: Sendable {
-    private let buffers = _Lock<[ObjectIdentifier: any _PostsClosing]>([:])
+    private let buffers = _PlatformMutex<[ObjectIdentifier: any _PostsClosing]>([:])
 
     init() {}
 

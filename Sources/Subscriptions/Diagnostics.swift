@@ -1,6 +1,6 @@
 import Synchronization
 
-extension PostCenter {
+extension PostCenter: _EngineReporting {
     /// A likely misuse noticed by a center with ``PostCenter/diagnostics`` set.
     public enum Diagnostic: Sendable, Equatable, CustomStringConvertible {
         /// `name` now has `count` live subscriptions, at or past
@@ -126,6 +126,7 @@ extension PostCenter {
     }
 
     /// Called when a post starts while `outer` other posts are in progress on its thread.
+    /// Stops the process past `maximumNestingDepth`, else reports at `nestingLimit`.
     func _checkNesting(_ key: _NameKey, _ outer: Int) {
         let depth = outer + 1
         if depth > PostCenter.maximumNestingDepth {
@@ -139,6 +140,13 @@ extension PostCenter {
             depth == diagnostics.nestingLimit
         else { return }
         diagnostics.report(.deepNesting(name: key.name, depth: depth))
+    }
+
+    /// A subscription made `key` hold `live` entries: checked only while diagnostics are set
+    /// (one relaxed load otherwise).
+    @inline(__always)
+    func _noteSubscriptionCount(_ key: _NameKey, _ live: Int) {
+        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
     }
 
     /// Called after a subscription made `name` hold `live` entries.

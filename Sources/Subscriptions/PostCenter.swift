@@ -39,18 +39,18 @@ public final class PostCenter: Sendable {
     let _stripes: _Stripes
     /// See `diagnostics`; `_diagnosing` mirrors whether it is set (written under the lock), for
     /// a lock-free check.
-    let _diagnostics = _Lock<_DiagnosticsState>(_DiagnosticsState())
+    let _diagnostics = _PlatformMutex<_DiagnosticsState>(_DiagnosticsState())
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
     /// The latest retained post of each name (see `Engine/Retained.swift`).
-    let _retained = _Lock(_RetainedTable())
+    let _retained = _PlatformMutex(_RetainedTable())
     /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
     let _deliveries = _DeliveryTracker()
     /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
     let _sequences = _PostsRegistry()
     /// The run queue of each actor that handlers are isolated to (see `Engine/ActorEntry.swift`).
-    let _actorQueues = _Lock(_ActorQueueTable())
+    let _actorQueues = _PlatformMutex(_ActorQueueTable())
 
     /// Creates an empty center.
     ///

@@ -54,39 +54,12 @@ extension PostCenter {
     }
 
     func _subscriptionSites(_ key: _NameKey) -> [SubscriptionSite] {
-        var keep: [AnyObject] = []
-        let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { state -> [UInt16: Int] in
-                guard let route = state.table.find(key) else { return [:] }
-                return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
-            }
-        }
-        withExtendedLifetime(keep) {}
-        return counts.map { id, count in
+        _siteCounts(key).map { id, count in
             let site = _CallSites.shared.site(id) ?? (fileID: "<unknown>", line: 0)
             return SubscriptionSite(fileID: site.fileID, line: site.line, count: count)
         }.sorted {
             ($1.count, $0.fileID, $0.line) < ($0.count, $1.fileID, $1.line)
         }
-    }
-}
-
-extension _Route {
-    /// Live subscriptions per call-site id. Loaded observers and senders go to `keep`.
-    func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt16: Int] {
-        var counts: [UInt16: Int] = [:]
-        for i in 0..<buffer.count {
-            let bits = buffer.slot(i)
-            guard bits != 0 else { continue }
-            _Route.entry(bits)._withUnsafeGuaranteedRef { entry in
-                let state = entry.state.load(ordering: .relaxed)
-                guard state == _Entry.active || state == _Entry.paused, entry.isReachable(keeping: &keep) else {
-                    return
-                }
-                counts[entry.site, default: 0] += 1
-            }
-        }
-        return counts
     }
 }
 
@@ -101,42 +74,8 @@ extension Subscription: CustomDebugStringConvertible {
     ///
     /// - Threading: safe from any thread; takes the registration's lock briefly.
     public var debugDescription: String {
-        let (name, site, state) = _describe()
+        let (name, site, state) = _home._describe(self)
         let place = _CallSites.shared.site(site).map { ", \($0.fileID):\($0.line)" } ?? ""
         return "Subscription(\(name)\(place), \(state))"
-    }
-
-    private func _describe() -> (name: String, site: UInt16, state: String) {
-        if let route = _home as? _Route {
-            var keep: [AnyObject] = []
-            let (site, state) = route.stripe.mutex.withLock { _ -> (UInt16, String) in
-                guard let entry = _entry else { return (0, "cancelled") }
-                let state = entry.state.load(ordering: .relaxed)
-                if route.detached.load(ordering: .relaxed) || (state != _Entry.active && state != _Entry.paused)
-                    || !entry.isReachable(keeping: &keep)
-                {
-                    return (entry.site, "cancelled")
-                }
-                return (entry.site, state == _Entry.paused ? "paused" : "active")
-            }
-            withExtendedLifetime(keep) {}
-            return (route.key.name.debugDescription, site, state)
-        }
-        if let home = _home as? _ProtocolHome {
-            let entry = home.entry
-            let raw = entry.state.load(ordering: .acquiring)
-            let state: String
-            if home.registry == nil || raw == _ProtocolEntry.removed || entry.object == nil {
-                state = "cancelled"
-            } else {
-                state = raw == _ProtocolEntry.paused ? "paused" : "active"
-            }
-            return (String(describing: entry.protocolType), entry.site, state)
-        }
-        if let home = _home as? _ExternalHome {
-            let registration = home.registration
-            return (registration.debugName, 0, registration.isActive ? "active" : "cancelled")
-        }
-        return ("?", 0, isActive ? "active" : "cancelled")
     }
 }

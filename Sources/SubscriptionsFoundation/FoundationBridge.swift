@@ -68,7 +68,7 @@ extension NotificationCenter {
 /// same lock, removes the Foundation observer, then waits until no other thread is running.
 final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
     // @unchecked: the state is the weak `center`, written only in `init` (weak loads are
-    // atomic), the immutable `name`, and the `_Locked` `state`.
+    // atomic), the immutable `name`, and the `_NSLockBox` `state`.
 
     typealias Handler = @Sendable (Notification) -> Void
 
@@ -87,12 +87,12 @@ final class _NotificationHome: _ExternalRegistration, @unchecked Sendable {
     /// (SE-0481) and the package supports Swift 6.2.
     private(set) weak var center: NotificationCenter?
     let name: Notification.Name
-    let state: _Locked<State>
+    let state: _NSLockBox<State>
 
     init(center: NotificationCenter, name: Notification.Name, handler: @escaping Handler) {
         self.center = center
         self.name = name
-        self.state = _Locked(State(handler: handler))
+        self.state = _NSLockBox(State(handler: handler))
     }
 
     var debugName: String { name.rawValue.debugDescription }
@@ -331,7 +331,7 @@ extension PostCenter {
 // MARK: Helpers
 
 /// A value behind an `NSLock` (a pthread mutex, which ThreadSanitizer understands).
-final class _Locked<State>: @unchecked Sendable {
+final class _NSLockBox<State>: @unchecked Sendable {
     // @unchecked: `state` is only reached inside `withLock`, while `lock` is held.
     private let lock = NSLock()
     private var state: State

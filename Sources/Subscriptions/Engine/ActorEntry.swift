@@ -152,17 +152,15 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
             }
             handled += count
             let payloads = batch.items(Payload.self)
-            _withFrameCell { cell in
-                // Payloads taken before the frame is refused were posted before the pause or
-                // cancellation that refused it: dropped, like queued deliveries.
-                guard let ticket = route._beginQueuedCall(self, cell) else { return }
+            // Payloads taken before the frame is refused were posted before the pause or
+            // cancellation that refused it: dropped, like queued deliveries.
+            route._inQueuedCall(self) {
                 for payload in payloads {
                     guard state.load(ordering: .relaxed) == _Entry.active, let handler else { continue }
                     handler(actor, payload)
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)
-                route._endCall(ticket)
             }
             batch.removeAll(Payload.self)
             lock()
@@ -255,8 +253,9 @@ class _ActorMailbox<A: Actor>: _Entry, @unchecked Sendable {
 /// `batchLimit` payloads (one with more left joins the line again, at its end, so a busy
 /// subscription does not hold back the others), yields the actor after every `batchLimit`
 /// payloads so that the actor's other work runs too, and ends as soon as it finds the line empty,
-/// clearing `running` under the lock that a joining entry takes: no wake-up is lost, and a task
-/// never lingers. So a post that reaches N subscriptions on one actor costs one task, not N.
+/// clearing `running` under the lock that a joining entry takes: no wake-up is lost. It does not
+/// yield and look again for more posts first: a poster that posts one payload at a time and
+/// waits for its delivery would pay for those trips through the executor on every post. So a post that reaches N subscriptions on one actor costs one task, not N.
 ///
 /// The queue holds the actor weakly; the task holds it only while it runs. Each entry holds its
 /// queue; the center's table holds queues weakly (see `PostCenter._actorQueue(for:)`).
@@ -450,17 +449,17 @@ extension PostCenter {
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
         guard replay else { return _add(entry, to: key) }
-        let (token, live, start) = _retained.withLock { table in
+        let (token, route, live, start) = _retained.withLock { table in
             var start = false
             if let record = table.records[key.name] {
                 entry.replayed = record.version
                 if let payload = record.payload(as: Payload.self) { start = entry.preload(payload) }
             }
-            let (token, live) = _insert(entry, to: key)
-            return (token, live, start)
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, start)
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
-        if start, let route = token._home as? _Route { entry.startDraining(route) }
+        _noteSubscriptionCount(key, live)
+        if start { entry.startDraining(route) }
         return token
     }
 }

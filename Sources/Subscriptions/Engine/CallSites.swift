@@ -29,7 +29,7 @@ final class _CallSites: Sendable {
         var sites: [Site] = []
     }
 
-    let table = _Lock(Table())
+    let table = _PlatformMutex(Table())
 
     /// The id of the call site `fileID:line`, recorded on first use.
     /// - Complexity: O(length of `fileID`) for the hash; amortised O(1) otherwise.

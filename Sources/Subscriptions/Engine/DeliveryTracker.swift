@@ -27,16 +27,16 @@ final class _DeliveryTracker: Sendable {
         }
     }
 
-    private let state = _Lock(State())
+    private let state = _PlatformMutex(State())
     /// The center's main-actor deliveries posted off the main actor.
     let main = _Mailbox(queue: .main)
     /// The mailboxes of `.queue(q)` subscriptions, one per queue, held weakly (by their
     /// subscriptions and scheduled jobs), keyed by the queue's identity.
-    private let queues = _Lock<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
+    private let queues = _PlatformMutex<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
     /// Actor subscriptions whose mailbox is being drained, with how many times each registered
     /// (a subscription registers when its drain starts and unregisters when it ends, under its
     /// mailbox's lock, so it is here exactly while it has deliveries pending).
-    private let draining = _Lock<[ObjectIdentifier: (work: any _PendingWork, count: Int)]>([:])
+    private let draining = _PlatformMutex<[ObjectIdentifier: (work: any _PendingWork, count: Int)]>([:])
 
     init() {}
 

@@ -25,8 +25,8 @@ class _Entry: @unchecked Sendable {
 
     /// One of the states above. Read without the lock by posts; written under it (or, for
     /// `spent`, claimed with a compare-exchange by the post that wins a one-shot).
-    /// 16 bits, so that `site` fits beside it in the word `state` used to fill alone: an entry
-    /// stays 24 bytes before its subclass's fields (a `_Handler` is a 48-byte malloc block).
+    /// 16 bits, so that `site` and `index` share one word with it: an entry is 24 bytes before
+    /// its subclass's fields, which keeps a `_Handler` in a 48-byte malloc block.
     let state = Atomic<UInt16>(_Entry.active)
     /// Where it was subscribed: an id of `_CallSites`, 0 when unknown. Written before the entry
     /// is published to its route, immutable afterwards.
@@ -105,7 +105,7 @@ final class _EnvelopeHandler: _Entry, @unchecked Sendable {
     }
 }
 
-/// How a `_Slow` entry runs its handler.
+/// How an `_OptionsEntry` runs its handler.
 enum _Executor {
     /// On the posting thread.
     case immediate
@@ -118,7 +118,7 @@ enum _Executor {
 /// Every registration with an option: queued or main-actor delivery, one-shot, a sender filter,
 /// or a weakly held observer (selector style). Bigger than `_Handler` and reached through a
 /// virtual call, which is fine: the option's own cost (a dispatch, a weak load) dominates.
-final class _Slow<Payload>: _Entry, @unchecked Sendable {
+final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// Calls the user's handler, or the selector on the observer passed in (loaded by the entry,
     /// which is the one place that holds it: the closure captures no second weak reference).
     /// Returns `false` when it did not run. Cleared by `releaseHandler()` once cancelled: read
@@ -178,7 +178,7 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
     }
 
     /// A typed post of exactly `Payload` to an entry without a sender filter or replay hands the
-    /// value over without an envelope or a cast (the envelope was an allocation per post).
+    /// value over without an envelope (an allocation per post) or a cast.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
         let target = target()
@@ -225,29 +225,21 @@ final class _Slow<Payload>: _Entry, @unchecked Sendable {
         let pending = tracker?.begin()
         queue.async { [weak self, tracker] in
             defer { if let pending { tracker?.end(pending) } }
-            _withFrameCell { cell in
-                // One optional binding only, so that `entry = nil` below really drops the
-                // block's reference before the frame unlinks: the canceller's release stays the
-                // last one, and the handler's captures are gone when `cancel()` returns.
-                var entry: _Slow? = self
-                guard let ticket = entry.flatMap({ box.value.1._beginQueuedCall($0, cell) }) else { return }
-                if let target = entry?.target(), target.alive {
-                    _ = entry?.invoke?(target.observer, box.value.0)
-                }
-                entry = nil
-                box.value.1._endCall(ticket)
-            }
+            box.value.1._runQueuedCall(
+                self,
+                call: { entry in
+                    let target = entry.target()
+                    if target.alive { _ = entry.invoke?(target.observer, box.value.0) }
+                }, refused: { _ in })
         }
     }
 
     /// A queued or main-actor delivery that a mailbox of the center held (see `_Mailbox`).
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        _withFrameCell { cell in
-            guard let ticket = route._beginQueuedCall(self, cell) else { return }
+        route._inQueuedCall(self) {
             let target = target()
             if target.alive { _ = invoke?(target.observer, value) }
-            route._endCall(ticket)
         }
     }
 

@@ -3,7 +3,7 @@
 // honours the options is picked, because a post's cost depends on the entry's class:
 // - `_Handler` / `_EnvelopeHandler` / `_MainHandler`: no option, called directly by the post;
 // - `_PacedEntry`: coalesced, throttled or debounced;
-// - `_Slow`: everything else (a queue, one-shot, a sender filter, replay, an observer).
+// - `_OptionsEntry`: everything else (a queue, one-shot, a sender filter, replay, an observer).
 
 extension PostCenter {
     /// Records the call site in `entry`, then registers it under `key`.
@@ -68,7 +68,8 @@ extension PostCenter {
         }
         if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
         if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
-        return _Slow(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
+        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor))
+        {
             _, payload in
             handler(payload)
             return true
@@ -87,7 +88,7 @@ extension PostCenter {
             return true
         }
         if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
-        return _Slow(
+        return _OptionsEntry(
             executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor),
             invoke: invoke)
     }
@@ -110,7 +111,7 @@ extension PostCenter {
             return true
         }
         if let pacing, !once { return _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke) }
-        return _Slow<Payload>(
+        return _OptionsEntry<Payload>(
             executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries, invoke: invoke)
     }
 
@@ -126,7 +127,7 @@ extension PostCenter {
             return true
         }
         if let pacing { return _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke) }
-        return _Slow<Payload>(
+        return _OptionsEntry<Payload>(
             executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
     }
 }

@@ -32,6 +32,9 @@ final class _ExternalHome: _SubscriptionHome, @unchecked Sendable {
     override func _drop(_ token: Subscription) { registration.cancel(waiting: false) }
     override func _setPaused(_ paused: Bool, _ token: Subscription) { registration.setPaused(paused) }
     override func _isActive(_ token: Subscription) -> Bool { registration.isActive }
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        (registration.debugName, 0, registration.isActive ? "active" : "cancelled")
+    }
 }
 
 extension Subscription {

@@ -78,11 +78,7 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
 
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        _withFrameCell { cell in
-            guard let ticket = route._beginQueuedCall(self, cell) else { return }
-            call(value)
-            route._endCall(ticket)
-        }
+        route._inQueuedCall(self) { call(value) }
     }
 
     override func dropQueued(_ payload: UnsafeMutableRawPointer) {

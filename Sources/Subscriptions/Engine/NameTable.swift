@@ -57,6 +57,12 @@ struct _NameTable: @unchecked Sendable {
     @inline(__always)
     private func cell(_ i: Int) -> UInt { words[1 &+ i].load(ordering: .acquiring) }
 
+    /// The route whose address a nonzero cell holds, unretained.
+    @inline(__always)
+    private static func route(_ bits: UInt) -> Unmanaged<_Route> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+    }
+
     /// The route of `key`, unretained: valid while the caller holds the stripe lock or publishes
     /// this table in its thread record.
     @inline(__always)
@@ -66,7 +72,7 @@ struct _NameTable: @unchecked Sendable {
         while true {
             let bits = cell(i)
             if bits == 0 { return nil }
-            let route = _Route.unmanaged(bits)
+            let route = _NameTable.route(bits)
             let match = route._withUnsafeGuaranteedRef { $0.key.hash == key.hash && $0.key.name == key.name }
             if match { return route }
             i = (i &+ 1) & mask
@@ -91,7 +97,7 @@ struct _NameTable: @unchecked Sendable {
     func visitRoutes(_ body: (Unmanaged<_Route>) -> Void) {
         for i in 0..<capacity {
             let bits = cell(i)
-            if bits != 0 { body(_Route.unmanaged(bits)) }
+            if bits != 0 { body(_NameTable.route(bits)) }
         }
     }
 }

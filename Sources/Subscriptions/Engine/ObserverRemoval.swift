@@ -6,7 +6,7 @@ protocol _ObserverHolding: AnyObject {
     var _observerID: ObjectIdentifier? { get }
 }
 
-extension _Slow: _ObserverHolding {
+extension _OptionsEntry: _ObserverHolding {
     var _observerID: ObjectIdentifier? { observerID }
 }
 
@@ -29,7 +29,7 @@ extension _Route {
             let bits = buffer.slot(i)
             i += 1
             guard bits != 0 else { continue }
-            let entry = _Route.entry(bits).takeUnretainedValue()
+            let entry = _SlotBuffer.entry(bits).takeUnretainedValue()
             guard let holder = entry as? _ObserverHolding, holder._observerID == id else { continue }
             let phase = entry.state.load(ordering: .relaxed)
             guard phase == _Entry.active || phase == _Entry.paused else { continue }

@@ -9,10 +9,10 @@ import Synchronization
 /// thread that closes a frame with a note pending collects the orphans no thread calls any more.
 ///
 /// Only a thread noted as calling an orphan, or the canceller that parked it, releases it. Every
-/// collect scans the whole list, and without that rule a thread collecting for an orphan of its
-/// own (another center's, say) released one whose last call had just ended on another thread
-/// that had not yet closed its frame: the captures then went on a third thread, possibly after
-/// the post that ended the last call had returned.
+/// collect scans the whole list, so without that rule a thread collecting for an orphan of its
+/// own (another center's, say) could release one whose last call has just ended on another
+/// thread that has not closed its frame yet: the captures would go on a third thread, possibly
+/// after the post that ended the last call returned.
 enum _Orphans {
     /// A parked entry and the records of the threads last seen calling it (empty until one was:
     /// such an orphan is released by the canceller that parked it, in the same `add`).
@@ -21,7 +21,7 @@ enum _Orphans {
         var holders: [UInt] = []
     }
 
-    private static let list = _Lock<[Orphan]>([])
+    private static let list = _PlatformMutex<[Orphan]>([])
 
     /// Parks `entry` (already cancelled and out of every slot) until no thread calls it.
     static func add(_ entry: _Entry) {
@@ -61,7 +61,7 @@ enum _Orphans {
         var noted = false
         var kept: [Orphan] = []
         for var orphan in orphans {
-            let bits = _Route.bits(orphan.entry)
+            let bits = _SlotBuffer.bits(of: orphan.entry)
             var holders: [UInt] = []
             _ThreadRecord.visitAll { r in
                 if r.calls(bits) {

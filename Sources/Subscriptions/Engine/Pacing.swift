@@ -313,28 +313,15 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// Schedules a wake-up on the queue after `delay` nanoseconds. It holds the entry weakly.
     private func arm(_ delay: UInt64, _ route: _Route) {
         let box = _UncheckedSendable(route)
-        let wake: @Sendable () -> Void = { [weak self] in _PacedEntry.wake(self, box.value) }
+        let wake: @Sendable () -> Void = { [weak self] in
+            // One wake-up: takes the payload and calls the handler, or waits longer, or ends
+            // the chain.
+            box.value._runQueuedCall(self, call: { $0.call(box.value) }, refused: { $0?.refused(box.value) })
+        }
         if delay == 0 {
             queue.async(execute: wake)
         } else {
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: wake)
-        }
-    }
-
-    /// One wake-up: inside a frame of its own (so that `cancel()` waits for it), takes the
-    /// payload and calls the handler, or waits longer, or ends the chain.
-    private static func wake(_ weakEntry: _PacedEntry?, _ route: _Route) {
-        _withFrameCell { cell in
-            // One optional binding only, so that `entry = nil` below really drops this block's
-            // reference before the frame unlinks: the canceller's release stays the last one.
-            var entry = weakEntry
-            guard let ticket = entry.flatMap({ route._beginQueuedCall($0, cell) }) else {
-                entry?.refused(route)
-                return
-            }
-            entry?.call(route)
-            entry = nil
-            route._endCall(ticket)
         }
     }
 
@@ -427,13 +414,8 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     }
 
     private func run(on actor: isolated A, _ route: _Route) async {
-        let next = _withFrameCell { cell -> UInt64? in
-            guard let ticket = route._beginQueuedCall(self, cell) else {
-                let active = state.load(ordering: .relaxed) == _Entry.active && !route.detached.load(ordering: .relaxed)
-                return slot.refused(rearm: active)
-            }
-            defer { route._endCall(ticket) }
-            return withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
+        let called = route._inQueuedCall(self) {
+            withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
                 let payload = scratch.baseAddress.unsafelyUnwrapped
                 let (wake, epoch) = slot.take(into: payload)
                 guard wake == .call else { return nil }  // coalesced: never `.wait`
@@ -441,6 +423,13 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
                 payload.deinitialize(count: 1)
                 return slot.finished(epoch)
             }
+        }
+        let next: UInt64?
+        if let called {
+            next = called
+        } else {
+            let active = state.load(ordering: .relaxed) == _Entry.active && !route.detached.load(ordering: .relaxed)
+            next = slot.refused(rearm: active)
         }
         if next != nil { start(route) }
     }

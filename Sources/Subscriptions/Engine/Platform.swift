@@ -39,7 +39,7 @@ package func _backoff(_ attempt: Int) {
     /// Linux builds select this branch with `-Xswiftc -DSUBSCRIPTIONS_MUTEX_LOCK`, so that CI
     /// compiles and runs the code Apple platforms run (`.ci/run` builds and tests it that way,
     /// not under ThreadSanitizer, which cannot see a Linux `Mutex`).
-    typealias _Lock<State: ~Copyable> = Mutex<State>
+    typealias _PlatformMutex<State: ~Copyable> = Mutex<State>
 #else
     /// The library's lock on Linux: a `pthread_mutex_t` around the guarded state.
     ///
@@ -48,7 +48,7 @@ package func _backoff(_ attempt: Int) {
     /// would be reported as a race, in our CI and in the ThreadSanitizer runs of apps that use
     /// this package. glibc's mutex is intercepted by ThreadSanitizer and, uncontended, costs
     /// about as much.
-    struct _Lock<State: ~Copyable>: ~Copyable, @unchecked Sendable {
+    struct _PlatformMutex<State: ~Copyable>: ~Copyable, @unchecked Sendable {
         // @unchecked: `state` is only reached inside `withLock`, while `mutex` is held; both live
         // in memory of their own that never moves (a pthread mutex must not be moved).
         private let mutex: UnsafeMutablePointer<pthread_mutex_t>

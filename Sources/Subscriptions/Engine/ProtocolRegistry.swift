@@ -149,7 +149,7 @@ struct _ProtocolList {
 /// of the user's, and every strong observer reference it loads while locked is released after
 /// unlocking. `notify` takes a snapshot under the lock and calls observers without it.
 final class _ProtocolRegistry: Sendable {
-    let mutex = _Lock<[ObjectIdentifier: _ProtocolList]>([:])
+    let mutex = _PlatformMutex<[ObjectIdentifier: _ProtocolList]>([:])
 
     /// Registers `object` (which is `observer`) for `key`, or finds its registration.
     /// - Returns: The registration, new or existing.
@@ -300,6 +300,17 @@ final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
         registry?.setPaused(paused, entry)
+    }
+
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        let raw = entry.state.load(ordering: .acquiring)
+        let state: String
+        if registry == nil || raw == _ProtocolEntry.removed || entry.object == nil {
+            state = "cancelled"
+        } else {
+            state = raw == _ProtocolEntry.paused ? "paused" : "active"
+        }
+        return (String(describing: entry.protocolType), entry.site, state)
     }
 
     override func _isActive(_ token: Subscription) -> Bool {

@@ -6,7 +6,7 @@ import Synchronization
 // one lock of its own (retained posts and replaying subscriptions are rare next to posts). Each
 // retained post is a `_RetainedPost` record with a version from a center-wide counter.
 //
-// **Hand-over.** A `replay: true` subscription is a `_Slow` entry with a `_Replay`. Under the
+// **Hand-over.** A `replay: true` subscription is an `_OptionsEntry` with a `_Replay`. Under the
 // table's lock the subscriber publishes the entry (`_insert`, which takes the route's lock
 // inside: the order is always table lock, then route lock) and reads the name's record. A
 // retained post stores its record under the same lock *before* it starts delivering. So for
@@ -92,7 +92,7 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// Boxed: a payload of immediate delivery need not be `Sendable`, and the lock (a `Mutex` on
     /// Apple platforms) takes only sendable state; it is only handed from the posting thread to
     /// the subscribing thread, which delivers it as the poster would have.
-    private let parked = _Lock<[_UncheckedSendable<(Payload, UInt64)>]>([])
+    private let parked = _PlatformMutex<[_UncheckedSendable<(Payload, UInt64)>]>([])
 
     init() {}
 
@@ -100,8 +100,8 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// or drop it when it is a retained post the subscriber was handed already.
     @inline(__always)
     func admit(
-        _ payload: Payload, sender: AnyObject?, entry: _Slow<Payload>, target: (alive: Bool, observer: AnyObject?),
-        route: _Route
+        _ payload: Payload, sender: AnyObject?, entry: _OptionsEntry<Payload>,
+        target: (alive: Bool, observer: AnyObject?), route: _Route
     ) -> Bool {
         let retained = _RetainedPost.version(of: sender) ?? 0
         if !live.load(ordering: .acquiring) {
@@ -119,7 +119,7 @@ final class _Replay<Payload>: @unchecked Sendable {
 
     /// Called by the subscribing thread once the entry is published: delivers `record` (the
     /// retained post read in the same section, if any), then the parked posts, then goes live.
-    func finish(_ record: _RetainedPost?, entry: _Slow<Payload>, route: _Route) {
+    func finish(_ record: _RetainedPost?, entry: _OptionsEntry<Payload>, route: _Route) {
         let replayed = record?.version ?? 0
         version.store(replayed, ordering: .relaxed)
         if let record, let payload = record.payload(as: Payload.self) {
@@ -142,12 +142,10 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// the entry (so that a `cancel()` on another thread waits for it, and one inside it returns
     /// at once), and only if the entry is still active after the frame's fence (so that nothing
     /// parked runs after `cancel()` or `removeObserver(_:)` returned, or while paused).
-    private func handOver(_ payload: Payload, entry: _Slow<Payload>, route: _Route) {
-        _withFrameCell { cell in
-            guard let ticket = route._beginQueuedCall(entry, cell) else { return }
+    private func handOver(_ payload: Payload, entry: _OptionsEntry<Payload>, route: _Route) {
+        route._inQueuedCall(entry) {
             let target = entry.target()
             if target.alive { _ = entry.run(payload, target: target, route: route) }
-            route._endCall(ticket)
         }
     }
 }
@@ -172,18 +170,19 @@ extension PostCenter {
         withExtendedLifetime(removed) {}
     }
 
-    /// A handler entry that can replay: always a `_Slow`, never the direct-call `_Handler`.
+    /// A handler entry that can replay: always an `_OptionsEntry`, never the direct-call `_Handler`.
     func _replayableEntry<Payload>(
         _ executor: _Executor, once: Bool = false, _ handler: @escaping (Payload) -> Void
-    ) -> _Slow<Payload> {
-        _Slow(executor: executor, once: once, observer: nil, sender: nil, tracker: _tracker(executor)) { _, payload in
-            handler(payload)
+    ) -> _OptionsEntry<Payload> {
+        let tracker = _tracker(executor)
+        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: nil, tracker: tracker) { _, value in
+            handler(value)
             return true
         }
     }
 
     /// Records the call site in `entry`, then registers it under `key`, replaying the name's
-    /// retained post first when `replay` is set (`entry` is then a `_Slow<Payload>`).
+    /// retained post first when `replay` is set (`entry` is then an `_OptionsEntry<Payload>`).
     func _add<Payload>(
         _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
     ) -> Subscription {
@@ -193,16 +192,14 @@ extension PostCenter {
 
     /// Adds a `replay: true` subscription; see the comment at the top of this file.
     func _addReplaying<Payload>(_ entry: _Entry, _ type: Payload.Type, to key: _NameKey) -> Subscription {
-        let entry = unsafeDowncast(entry, to: _Slow<Payload>.self)
+        let entry = unsafeDowncast(entry, to: _OptionsEntry<Payload>.self)
         entry.replay = _Replay()
-        let (token, live, record) = _retained.withLock { table in
-            let (token, live) = _insert(entry, to: key)
-            return (token, live, table.records[key.name])
+        let (token, route, live, record) = _retained.withLock { table in
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, table.records[key.name])
         }
-        if _diagnosing.load(ordering: .relaxed) { _checkCount(key, live) }
-        if let route = token._home as? _Route {
-            entry.replay?.finish(record, entry: entry, route: route)
-        }
+        _noteSubscriptionCount(key, live)
+        entry.replay?.finish(record, entry: entry, route: route)
         return token
     }
 }

@@ -31,7 +31,7 @@ enum _Retirements {
         var jobScheduled = false
     }
 
-    private static let pending = _Lock<_UncheckedSendable<State>>(_UncheckedSendable(State()))
+    private static let pending = _PlatformMutex<_UncheckedSendable<State>>(_UncheckedSendable(State()))
 
     /// Whether entries may be parked: set under the lock by `retire`, cleared by `take`. Read
     /// without it by `cancel()`, which skips the lock when nothing is parked (a stale `false` only
@@ -97,7 +97,7 @@ enum _Retirements {
         var calling: Set<UInt> = []
         _ThreadRecord.visitAll { r in r.forEachCall { calling.insert($0) } }
         for entry in batch {
-            if calling.contains(_Route.bits(entry)) {
+            if calling.contains(_SlotBuffer.bits(of: entry)) {
                 _Orphans.add(entry)
             } else {
                 entry.releaseHandler()

@@ -1,28 +1,11 @@
 import Synchronization
 internal import _SubscriptionsShims
 
-/// Kept for the queued-call API (`_Route._beginQueuedCall(_:_:)`): calls outside a post used to
-/// publish their progress in a cell on their stack. The thread record holds it now; the cell
-/// is unused.
-struct _FrameCell: ~Copyable {}
-
-/// Runs `body` with a `_FrameCell` (kept so that queued, main-actor and actor entries keep
-/// their shape; see `_FrameCell`).
-@inline(__always)
-func _withFrameCell<R>(_ body: (UnsafePointer<_FrameCell>) -> R) -> R {
-    withUnsafeTemporaryAllocation(of: _FrameCell.self, capacity: 1) { buffer in
-        let cell = buffer.baseAddress.unsafelyUnwrapped
-        cell.initialize(to: _FrameCell())
-        defer { cell.deinitialize(count: 1) }
-        return body(cell)
-    }
-}
-
 /// A lock and the routes whose names hash to it. A center has several stripes so that
 /// subscribes and cancels of different names rarely meet on a lock. Posts take no lock: they
 /// read the published `table`, holding it in their thread record while they use it.
 final class _Stripe: Sendable {
-    let mutex: _Lock<_StripeState>
+    let mutex: _PlatformMutex<_StripeState>
     /// The address of the current `_NameTable`.
     let table: Atomic<UInt>
     /// Keeps stripes allocated one after another on different cache lines.
@@ -30,7 +13,7 @@ final class _Stripe: Sendable {
 
     init() {
         let initial = _NameTable.allocate(capacity: 8)
-        mutex = _Lock(_StripeState(table: initial))
+        mutex = _PlatformMutex(_StripeState(table: initial))
         table = Atomic(initial.bits)
     }
 
@@ -151,21 +134,6 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         buffer.free()
     }
 
-    @inline(__always)
-    static func bits(_ entry: _Entry) -> UInt {
-        UInt(bitPattern: Unmanaged.passUnretained(entry).toOpaque())
-    }
-
-    @inline(__always)
-    static func entry(_ bits: UInt) -> Unmanaged<_Entry> {
-        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
-    }
-
-    @inline(__always)
-    static func unmanaged(_ bits: UInt) -> Unmanaged<_Route> {
-        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
-    }
-
     /// Slots in the current buffer (live entries and tombstones). For tests.
     var _slotCount: Int { stripe.mutex.withLock { _ in buffer.count } }
 
@@ -192,7 +160,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         }
         nextSeq += 1
         entry.index = UInt32(truncatingIfNeeded: buffer.count)
-        buffer.append(_Route.bits(entry), seq: nextSeq)
+        buffer.append(_SlotBuffer.bits(of: entry), seq: nextSeq)
         live += 1
         return nextSeq
     }
@@ -204,7 +172,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         for i in 0..<buffer.count {
             let b = buffer.slot(i)
             guard b != 0 else { continue }
-            _Route.entry(b)._withUnsafeGuaranteedRef { entry in
+            _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in
                 entry.index = UInt32(truncatingIfNeeded: fresh.count)
                 fresh.append(b, seq: nextSeq)
             }
@@ -226,7 +194,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// are skipped. `nil` (a firing one-shot, `removeObserver`) searches every retired buffer.
     func lockedDetach(_ entry: _Entry, seq: UInt? = nil, _ state: inout _StripeState) {
         guard entry.index != _Entry.detached else { return }
-        let bits = _Route.bits(entry)
+        let bits = _SlotBuffer.bits(of: entry)
         buffer.clear(Int(entry.index))
         for old in retired where seq.map({ old.lastSeq >= $0 }) ?? true {
             if let i = old.index(of: bits) { old.clear(i) }
@@ -262,7 +230,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         for i in 0..<buffer.count {
             let b = buffer.slot(i)
             guard b != 0 else { continue }
-            let reachable = _Route.entry(b)._withUnsafeGuaranteedRef { entry in
+            let reachable = _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in
                 entry.state.load(ordering: .relaxed) == _Entry.active && entry.isReachable(keeping: &keep)
             }
             if reachable { n += 1 }
@@ -270,29 +238,77 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         return n
     }
 
+    /// Live subscriptions per call-site id. Loaded observers and senders go to `keep`.
+    func lockedSiteCounts(keeping keep: inout [AnyObject]) -> [UInt16: Int] {
+        var counts: [UInt16: Int] = [:]
+        for i in 0..<buffer.count {
+            let bits = buffer.slot(i)
+            guard bits != 0 else { continue }
+            _SlotBuffer.entry(bits)._withUnsafeGuaranteedRef { entry in
+                let state = entry.state.load(ordering: .relaxed)
+                guard state == _Entry.active || state == _Entry.paused, entry.isReachable(keeping: &keep) else {
+                    return
+                }
+                counts[entry.site, default: 0] += 1
+            }
+        }
+        return counts
+    }
+
     // MARK: Calls outside a post
 
     /// Opens a frame on the calling thread for one call of `entry` outside a post (a queued,
     /// main-actor or actor delivery), unless it was cancelled or paused meanwhile. Returns the
-    /// ticket to pass to `_endCall(_:)`, or `nil` when the call must not happen. `cell` is unused.
-    func _beginQueuedCall(_ entry: _Entry, _ cell: UnsafePointer<_FrameCell>) -> UInt64? {
+    /// index of the frame in the thread's record, to pass to `_endQueuedCall(_:)`, or `nil` when
+    /// the call must not happen.
+    func _beginQueuedCall(_ entry: _Entry) -> Int? {
         let me = _ThreadRecord.current
         let f = me.push()
-        me.setAt(f, _Route.bits(entry))
+        me.setAt(f, _SlotBuffer.bits(of: entry))
         _Fence.light()
         let state = entry.state.load(ordering: .relaxed)
         guard !detached.load(ordering: .relaxed), state == _Entry.active || state == _Entry.spent else {
             me.pop(f)
             return nil
         }
-        return UInt64(f)
+        return f
     }
 
-    /// Closes the frame of a call opened by `_beginQueuedCall(_:_:)`.
-    func _endCall(_ ticket: UInt64) {
+    /// Closes the frame `frame` opened by `_beginQueuedCall(_:)`.
+    func _endQueuedCall(_ frame: Int) {
         let me = _ThreadRecord.current
-        assert(Int(ticket) == me.depth - 1, "Subscriptions: closing a delivery frame this thread does not hold")
-        me.pop(Int(ticket))
+        assert(frame == me.depth - 1, "Subscriptions: closing a delivery frame this thread does not hold")
+        me.pop(frame)
+    }
+
+    /// Runs `call` inside a queued-call frame for `entry`, unless `_beginQueuedCall(_:)` refuses
+    /// (the entry was cancelled or paused meanwhile). Returns what `call` returned, or `nil` when
+    /// refused.
+    @discardableResult
+    @inline(__always)
+    func _inQueuedCall<R>(_ entry: _Entry, _ call: () -> R) -> R? {
+        guard let frame = _beginQueuedCall(entry) else { return nil }
+        defer { _endQueuedCall(frame) }
+        return call()
+    }
+
+    /// Runs one queued call of an entry that the scheduled block holds weakly (a queued delivery
+    /// without a mailbox, a paced wake-up): `call` inside a queued-call frame, or `refused` (with
+    /// the entry, if it still exists) when there is no entry or `_beginQueuedCall(_:)` refuses.
+    ///
+    /// `entry` is the block's one strong reference, loaded from its weak capture and handed over
+    /// here; it is released before the frame closes. So the block never holds the entry past its
+    /// frame: a canceller that waited for the frame holds the last reference, and the entry (with
+    /// whatever it still holds) goes with the canceller's release, not later on the queue.
+    @inline(__always)
+    func _runQueuedCall<E: _Entry>(_ entry: consuming E?, call: (E) -> Void, refused: (E?) -> Void) {
+        guard let frame = entry.flatMap({ _beginQueuedCall($0) }) else {
+            refused(entry)
+            return
+        }
+        if let entry { call(entry) }
+        entry = nil
+        _endQueuedCall(frame)
     }
 
     // MARK: Token operations
@@ -322,7 +338,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         }
         withExtendedLifetime(released) {}
         guard let entry = found else { return }
-        let bits = _Route.bits(entry)
+        let bits = _SlotBuffer.bits(of: entry)
         let onlyThread = _ThreadRecord.onlyThread
         if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits) {
             // A drop that sees no call under way: one heavy fence later serves a whole batch.
@@ -386,6 +402,22 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
                 expected: paused ? _Entry.active : _Entry.paused, desired: paused ? _Entry.paused : _Entry.active,
                 ordering: .relaxed)
         }
+    }
+
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        var keep: [AnyObject] = []
+        let (site, state) = stripe.mutex.withLock { _ -> (UInt16, String) in
+            guard let entry = token._entry else { return (0, "cancelled") }
+            let state = entry.state.load(ordering: .relaxed)
+            if detached.load(ordering: .relaxed) || (state != _Entry.active && state != _Entry.paused)
+                || !entry.isReachable(keeping: &keep)
+            {
+                return (entry.site, "cancelled")
+            }
+            return (entry.site, state == _Entry.paused ? "paused" : "active")
+        }
+        withExtendedLifetime(keep) {}
+        return (key.name.debugDescription, site, state)
     }
 
     override func _isActive(_ token: Subscription) -> Bool {

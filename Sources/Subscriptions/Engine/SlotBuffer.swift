@@ -63,6 +63,20 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
         nonmutating set { words[2].store(newValue, ordering: .relaxed) }
     }
 
+    /// The word a slot holds for `entry` (its address; a frame's `at` holds the same word).
+    @inline(__always)
+    static func bits(of entry: _Entry) -> UInt {
+        UInt(bitPattern: Unmanaged.passUnretained(entry).toOpaque())
+    }
+
+    /// The entry whose address a nonzero slot holds, unretained: valid while its token owns it,
+    /// which the cancellation protocol guarantees to a post that re-read the slot after
+    /// publishing it (see `_Route`).
+    @inline(__always)
+    static func entry(_ bits: UInt) -> Unmanaged<_Entry> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+    }
+
     @inline(__always)
     func slot(_ i: Int) -> UInt {
         words[_SlotBuffer.headerWords &+ i].load(ordering: .relaxed)

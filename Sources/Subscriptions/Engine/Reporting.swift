@@ -1,0 +1,16 @@
+/// What the engine tells the layer above it while a center runs: the two events its diagnostics
+/// watch. The engine calls only these requirements, and `PostCenter` meets them in
+/// `Diagnostics.swift`, so that the engine never reads the diagnostics' configuration or state
+/// and a change to what is reported (or how) stays out of `Engine/`.
+///
+/// Both run on the thread that subscribed or posted, with no lock of the engine held: they may
+/// call user code (`Diagnostics.report`) and back into the center.
+protocol _EngineReporting: AnyObject {
+    /// A subscription just made `key` hold `live` live subscriptions. Called on every subscribe,
+    /// so it must cost next to nothing while no diagnostics are set.
+    func _noteSubscriptionCount(_ key: _NameKey, _ live: Int)
+
+    /// A post of `key` started while `outer` (at least 1) other posts were in progress on this
+    /// thread. It may stop the process: past `PostCenter.maximumNestingDepth` the posts loop.
+    func _checkNesting(_ key: _NameKey, _ outer: Int)
+}
