@@ -247,4 +247,48 @@ struct ActorRunQueueTests {
         #expect(seenByTheOtherCall < last)
         withExtendedLifetime(token) {}
     }
+
+    /// Inside a post, the task starts when the post ends, not at the first entry the post
+    /// reaches: a task started at once could drain the entries reached so far, find the line
+    /// empty and end before the post reaches the rest, and the post would cost two tasks. Here an
+    /// immediate handler between the actor subscriptions holds the walk until the first half was
+    /// drained (or a bound passed): the post must still cost one job on the actor.
+    @Test func aPostStartsTheActorsTaskWhenItEndsNotAtItsFirstEntry() async {
+        let center = PostCenter()
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        var counts = stream.makeAsyncIterator()
+        let sink = Sink("deferred", reached: continuation)
+        let topic = Topic<Int>("run-queue.deferred")
+        let firstHalf = (0..<5).map { s in
+            center.subscribe(topic, on: sink) { sink, value in sink.receive(value, from: s) }
+        }
+        let drained = DispatchSemaphore(value: 0)
+        let (drainedStream, drainedContinuation) = AsyncStream<Int>.makeStream()
+        let watcher = Task {
+            for await count in drainedStream where count >= 5 {
+                drained.signal()
+                return
+            }
+        }
+        let middle = center.subscribe(topic) { _ in
+            // Bounded: with the start put off, nothing is drained until the post ends.
+            _ = drained.wait(timeout: .now() + .milliseconds(300))
+        }
+        let secondHalf = (5..<10).map { s in
+            center.subscribe(topic, on: sink) { sink, value in sink.receive(value, from: s) }
+        }
+        let forward = Task {
+            var reached = 0
+            while reached < 10, let count = await counts.next() {
+                reached = count
+                drainedContinuation.yield(count)
+            }
+        }
+        let poster = TestThread { center.post(topic, 1) }
+        poster.join()
+        await forward.value
+        watcher.cancel()
+        #expect(sink.executor.enqueued == 1)
+        withExtendedLifetime((firstHalf, middle, secondHalf)) {}
+    }
 }

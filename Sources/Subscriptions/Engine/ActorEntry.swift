@@ -259,7 +259,7 @@ class _ActorMailbox<A: Actor>: _Entry, @unchecked Sendable {
 ///
 /// The queue holds the actor weakly; the task holds it only while it runs. Each entry holds its
 /// queue; the center's table holds queues weakly (see `PostCenter._actorQueue(for:)`).
-final class _ActorRunQueue<A: Actor>: @unchecked Sendable {
+final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
     // @unchecked: `first`, `last` and `running` are only touched under `locked`; `actor` is a
     // weak reference written once, in `init`.
 
@@ -277,6 +277,8 @@ final class _ActorRunQueue<A: Actor>: @unchecked Sendable {
         self.actor = actor
     }
 
+    override func start() { startTask() }
+
     /// Puts `entry` (with payloads in its mailbox, `draining` set) at the end of the line, and
     /// starts the task unless one is running.
     func schedule(_ entry: _ActorMailbox<A>, _ route: _Route) {
@@ -285,7 +287,12 @@ final class _ActorRunQueue<A: Actor>: @unchecked Sendable {
         let start = !running
         running = true
         _spinUnlock(locked)
-        if start { startTask() }
+        guard start else { return }
+        // Inside a post, the task starts when the post ends: the post may reach more entries of
+        // this actor, and a task started now could find the line empty before they join it and
+        // end, so that the post would start several tasks instead of one.
+        let record = _ThreadRecord.current
+        if record.posts > 0 { deferStart(to: record) } else { startTask() }
     }
 
     /// Appends `entry` to the line. Under the lock.
@@ -339,6 +346,40 @@ final class _ActorRunQueue<A: Actor>: @unchecked Sendable {
                 handled = 0
                 await Task.yield()
             }
+        }
+    }
+}
+
+/// A task start put off until the calling thread's post ends (`_ThreadRecord.deferredStarts`,
+/// a chain through `nextDeferred`, touched only by that thread).
+class _DeferredStart: @unchecked Sendable {
+    // @unchecked: `nextDeferred` is touched only by the thread whose chain holds the object.
+    @exclusivity(unchecked) final var nextDeferred: _DeferredStart?
+
+    /// Starts what was put off.
+    func start() { fatalError("abstract") }
+
+    /// Puts `start()` off until the post in progress on `record`'s thread ends.
+    final func deferStart(to record: _ThreadRecord) {
+        let head = record.deferredStarts
+        if head != 0 {
+            nextDeferred = Unmanaged<_DeferredStart>.fromOpaque(UnsafeRawPointer(bitPattern: head).unsafelyUnwrapped)
+                .takeRetainedValue()
+        }
+        record.deferredStarts = UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())
+    }
+
+    /// Starts everything put off on `record`'s thread, which has just ended a post.
+    @inline(never)
+    static func startAll(_ record: _ThreadRecord) {
+        var next: _DeferredStart? = Unmanaged<_DeferredStart>.fromOpaque(
+            UnsafeRawPointer(bitPattern: record.deferredStarts).unsafelyUnwrapped
+        ).takeRetainedValue()
+        record.deferredStarts = 0
+        while let item = next {
+            next = item.nextDeferred
+            item.nextDeferred = nil
+            item.start()
         }
     }
 }

@@ -163,6 +163,7 @@ extension PostCenter {
         }
         record.posts = posts &- 1
         record.pop(f)
+        if record.deferredStarts != 0 { _DeferredStart.startAll(record) }
         return delivered
     }
 

@@ -21,7 +21,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     // (`withScan`), which keeps it mapped; accessed through atomics only.
     let words: UnsafeMutablePointer<Atomic<UInt>>
 
-    static let headerWords = 8
+    static let headerWords = 9
     static let frameWords = 4
     /// Posts in progress on one thread plus queued or main-actor calls that run inside them.
     static let frameCapacity = PostCenter.maximumNestingDepth + 16
@@ -79,6 +79,15 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     func endWait() {
         waitingFor = 0
         waitingOn = 0
+    }
+
+    /// The actor run queues whose task this thread starts when its current post ends (see
+    /// `_ActorRunQueue.schedule`): a retained `_DeferredStart`, the head of a chain, or 0.
+    /// Owner only.
+    @inline(__always)
+    var deferredStarts: UInt {
+        get { words[8].load(ordering: .relaxed) }
+        nonmutating set { words[8].store(newValue, ordering: .relaxed) }
     }
 
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
