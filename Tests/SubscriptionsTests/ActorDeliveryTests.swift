@@ -8,7 +8,7 @@ import Testing
 /// A serial executor on a dispatch queue, for actors whose jobs a test holds back (by suspending
 /// the queue) or blocks on without tying up a thread of Swift's cooperative pool. Counts the jobs
 /// it was given.
-private final class QueueExecutor: SerialExecutor {
+final class QueueExecutor: SerialExecutor {
     let queue: DispatchQueue
     private let jobs = Atomic<Int>(0)
 

@@ -1,33 +1,13 @@
 import Dispatch
 import Subscriptions
 import SubscriptionsTestSupport
-import Synchronization
 import Testing
 
-/// A serial executor on a dispatch queue that counts its jobs, for an actor whose jobs a test
-/// holds back by suspending the queue.
-private final class CountingExecutor: SerialExecutor {
-    let queue: DispatchQueue
-    private let jobs = Atomic<Int>(0)
-
-    init(_ label: String) {
-        queue = DispatchQueue(label: label)
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        jobs.add(1, ordering: .relaxed)
-        let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        queue.async { job.runSynchronously(on: executor) }
-    }
-
-    var enqueued: Int { jobs.load(ordering: .relaxed) }
-}
-
-/// An actor on a `CountingExecutor` that keeps what each subscription's handler received, by
-/// subscription, and reports the total count after each.
+/// An actor on a `QueueExecutor` (ActorDeliveryTests.swift, which counts its jobs) that keeps
+/// what each subscription's handler received, by subscription, and reports the total count
+/// after each.
 private actor Sink {
-    let executor: CountingExecutor
+    let executor: QueueExecutor
     var values: [Int: [Int]] = [:]
     private var total = 0
     private let reached: AsyncStream<Int>.Continuation
@@ -35,7 +15,7 @@ private actor Sink {
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     init(_ label: String, reached: AsyncStream<Int>.Continuation) {
-        executor = CountingExecutor(label)
+        executor = QueueExecutor(label)
         self.reached = reached
     }
 
