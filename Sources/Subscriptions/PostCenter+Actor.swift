@@ -71,7 +71,7 @@ extension PostCenter {
             return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
         }
         return _addActor(
-            _ActorEntry(actor: actor, queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
+            _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
             to: topic._key, replay: replay, fileID,
             line)
     }
@@ -115,7 +115,7 @@ extension PostCenter {
             return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
         }
         return _addActor(
-            _ActorEntry(actor: actor, queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
+            _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
             to: _NameKey(name), replay: replay,
             fileID,
             line)

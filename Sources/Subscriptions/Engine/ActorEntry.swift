@@ -31,9 +31,10 @@ import Synchronization
 final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _PendingWork, @unchecked Sendable {
     // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
     // and read only inside a queued-call frame after checking the state, so the two never
-    // overlap; `actor` is a weak reference, written once in `init`; `mailbox` is locked.
+    // overlap; `mailbox` is locked.
 
-    @exclusivity(unchecked) weak var actor: A?
+    /// The actor, held weakly by the run queue: `nil` once it is gone.
+    var actor: A? { queue.actor }
     @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
     /// Payloads posted and not yet taken by the draining task, oldest first. Guarded by `locked`.
     @exclusivity(unchecked) private var pending = _PayloadBuffer()
@@ -59,11 +60,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
     /// The run queue of `actor` in this entry's center: it drains this entry's mailbox.
     let queue: _ActorRunQueue<A>
 
-    init(
-        actor: A, queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?,
-        handler: @escaping (isolated A, Payload) -> Void
-    ) {
-        self.actor = actor
+    init(queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
         self.queue = queue
         self.tracker = tracker
         self.handler = handler
@@ -249,13 +246,14 @@ class _ActorMailbox<A: Actor>: _Entry, @unchecked Sendable {
 /// that drains them on the actor.
 ///
 /// An entry whose mailbox gets the first payload of a burst joins the line; if no task is
-/// running, the same call starts one. The task takes the entries in turn, each for up to
-/// `batchLimit` payloads (one with more left joins the line again, at its end, so a busy
-/// subscription does not hold back the others), yields the actor after every `batchLimit`
-/// payloads so that the actor's other work runs too, and ends as soon as it finds the line empty,
+/// running, the same call starts one (inside a post, when the post ends: `_DeferredStart`). The
+/// task takes the entries in turn. It counts the payloads it hands over; once the count reaches
+/// `batchLimit`, the entry being drained joins the line again, at its end, and the task yields
+/// the actor so that its other work runs too. It ends as soon as it finds the line empty,
 /// clearing `running` under the lock that a joining entry takes: no wake-up is lost. It does not
 /// yield and look again for more posts first: a poster that posts one payload at a time and
-/// waits for its delivery would pay for those trips through the executor on every post. So a post that reaches N subscriptions on one actor costs one task, not N.
+/// waits for its delivery would pay for those trips through the executor on every post. So a
+/// post that reaches N subscriptions on one actor costs one task, not N.
 ///
 /// The queue holds the actor weakly; the task holds it only while it runs. Each entry holds its
 /// queue; the center's table holds queues weakly (see `PostCenter._actorQueue(for:)`).

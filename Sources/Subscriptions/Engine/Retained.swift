@@ -186,8 +186,9 @@ extension PostCenter {
     func _add<Payload>(
         _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
     ) -> Subscription {
+        guard replay else { return _add(entry, to: key, fileID, line) }
         entry.site = _CallSites.shared.intern(fileID, line)
-        return replay ? _addReplaying(entry, type, to: key) : _add(entry, to: key)
+        return _addReplaying(entry, type, to: key)
     }
 
     /// Adds a `replay: true` subscription; see the comment at the top of this file.
