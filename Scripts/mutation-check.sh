@@ -328,7 +328,14 @@ run_tests() {
 
 bundle=""  # the test bundle, set by build
 build() {
-    (cd "$package" && swift build --build-tests) > "$1" 2>&1 || return 1
+    if ! (cd "$package" && swift build --build-tests) > "$1" 2>&1; then
+        # A scratch build made before a file of the tree was renamed or removed fails with
+        # "missing inputs" (SwiftPM keeps the old file list): start it afresh, once.
+        grep -q "because of missing inputs" "$1" || return 1
+        echo "the scratch build named files that are gone; building it afresh" >> "$1"
+        rm -rf "$package/.build"
+        (cd "$package" && swift build --build-tests) >> "$1" 2>&1 || return 1
+    fi
     if [ -z "$bundle" ]; then
         bundle=$(find "$(cd "$package" && swift build --show-bin-path)/" -maxdepth 1 -name '*PackageTests.xctest' | head -1)
         [ -x "$bundle" ] || { echo "no test bundle (*PackageTests.xctest) after the build" >> "$1"; return 1; }
