@@ -225,5 +225,24 @@ extension Guarantee08CancelWaits {
             poster.join()
             withExtendedLifetime((live, holder)) {}
         }
+
+        /// A route that only grows frees the buffers it replaced once they hold `reclaimSlots`
+        /// slots, not only once 8 of them are retired: otherwise they add about one more buffer's
+        /// worth of memory to every subscription of a large route.
+        @Test func aGrowingRouteFreesReplacedBuffersBeforeTheyHoldAsManySlotsAsReclaimSlots() {
+            let center = PostCenter()
+            let key = _NameKey("growing")
+            var tokens: [Subscription] = []
+            var maxRetiredSlots = 0
+            for _ in 0..<20_000 {
+                tokens.append(center.subscribe("growing") { _ in })
+                maxRetiredSlots = max(maxRetiredSlots, center._route(key)!._retiredSlots)
+            }
+            #expect(
+                maxRetiredSlots < _Route.reclaimSlots,
+                "\(maxRetiredSlots) slots of replaced buffers kept while 20,000 subscriptions were made")
+            #expect(center.post("growing") == 20_000)
+            withExtendedLifetime(tokens) {}
+        }
     }
 }

@@ -119,6 +119,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @exclusivity(unchecked) var nextSeq: UInt = 0
     /// Replaced buffers that posts may still read.
     @exclusivity(unchecked) var retired: [_SlotBuffer] = []
+    /// The slots of the buffers in `retired`, summed (their capacities).
+    @exclusivity(unchecked) var retiredSlots = 0
 
     init(key: _NameKey, stripe: _Stripe) {
         self.key = key
@@ -140,6 +142,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// Replaced buffers not freed yet. For tests.
     var _retiredCount: Int { stripe.mutex.withLock { _ in retired.count } }
 
+    /// Slots of the replaced buffers not freed yet. For tests.
+    var _retiredSlots: Int { stripe.mutex.withLock { _ in retiredSlots } }
+
     // MARK: Locked operations (the caller holds `stripe.mutex`)
 
     /// How many replaced buffers a subscribe or a token drop lets pile up before it reclaims them
@@ -148,15 +153,27 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// anyway. Buffers at most double, so the pile is O(live) words.
     static let reclaimBatch = 8
 
+    /// How many retired slots (summed capacities) a subscribe or a token drop lets pile up before
+    /// it reclaims, whatever their number: 32 KiB of slots. Small routes batch 8 reclaims into
+    /// one fence; a large route reclaims at every growth past this size, one fence per doubling
+    /// (O(log n) fences for n subscribes), so its retired buffers do not add about one more
+    /// buffer's worth of memory to every subscription.
+    static let reclaimSlots = 4096
+
+    /// Reclaims if `reclaimBatch` buffers or `reclaimSlots` slots are retired.
+    private func lockedReclaimIfPiledUp() {
+        if retired.count >= _Route.reclaimBatch || retiredSlots >= _Route.reclaimSlots { lockedReclaim() }
+    }
+
     /// Appends `entry` at the end of the delivery order and returns its sequence number, which
     /// its token keeps (see `lockedDetach`). Buffers replaced because they were full are freed
-    /// once `reclaimBatch` of them are pending (or by the next `cancel()`), unless a post still
-    /// reads them.
+    /// once `reclaimBatch` of them or `reclaimSlots` slots are pending (or by the next
+    /// `cancel()`), unless a post still reads them.
     /// - Complexity: amortised O(1).
     func lockedAppend(_ entry: _Entry) -> UInt {
         if buffer.count == buffer.capacity {
             lockedRebuild(capacity: max(4, 2 * (live + 1)))
-            lockedReclaim(minimum: _Route.reclaimBatch)
+            lockedReclaimIfPiledUp()
         }
         nextSeq += 1
         entry.index = UInt32(truncatingIfNeeded: buffer.count)
@@ -180,6 +197,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         fresh.lastSeq = nextSeq
         published.store(fresh.bits, ordering: .releasing)
         retired.append(buffer)
+        retiredSlots += buffer.capacity
         buffer = fresh
         tombstones = 0
     }
@@ -206,15 +224,18 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         if live == 0 { stripe.lockedNoteEmpty(&state) }
     }
 
-    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`), when
-    /// at least `minimum` are retired.
-    private func lockedReclaim(minimum: Int = 1) {
-        guard retired.count >= minimum else { return }
+    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`), if
+    /// any are retired.
+    private func lockedReclaim() {
+        guard !retired.isEmpty else { return }
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         retired.removeAll { old in
             var read = false
             _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
-            if !read { old.free() }
+            if !read {
+                retiredSlots -= old.capacity
+                old.free()
+            }
             return !read
         }
     }
@@ -329,7 +350,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         var released: [_Route] = []
         let found = stripe.mutex.withLock { state -> _Entry? in
             released = stripe.lockedReclaim(&state)
-            lockedReclaim(minimum: wait ? 1 : _Route.reclaimBatch)
+            if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
             entry.state.store(_Entry.cancelled, ordering: .sequentiallyConsistent)
