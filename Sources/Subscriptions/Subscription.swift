@@ -22,7 +22,7 @@
 ///   `deinit` when no other thread holds a thread record (it never posted or cancelled) or the
 ///   engine runs without the process-wide fence (as on Apple platforms), else
 ///   within about a millisecond, on the thread of the next `cancel()`, of the drop that fills
-///   the batch of 64, or of a job on a global dispatch queue that the batch's first drop
+///   the batch of 512, or of a job on a global dispatch queue that the batch's first drop
 ///   scheduled; never under a lock. Call ``cancel()`` first where you need to wait for a running call or need the captures
 ///   gone when it returns. A token that outlives its center is harmless: it is inactive and its
 ///   methods do nothing.

@@ -91,5 +91,33 @@ extension Guarantee08CancelWaits {
             idle.signal()
             other.join()
         }
+
+        /// A batch holds up to 512 dropped tokens: the drop that would make it longer settles it
+        /// (Guarantees.md, rule 8). Another thread holds a record while the tokens go, so that
+        /// drops park their entries (in the process-wide fence mode).
+        @Test func aBatchHoldsUpTo512DroppedTokens() {
+            let center = PostCenter()
+            let live = Reliability.Tally()
+            var tokens: [Subscription] = []
+            for _ in 0..<1_200 {
+                let capture = Reliability.Capture(live)
+                tokens.append(center.subscribe("batch.limit") { _ in withExtendedLifetime(capture) {} })
+            }
+            let idle = DispatchSemaphore(value: 0)
+            let other = TestThread {
+                center.post("batch.limit.other")  // holds a record while the tokens go
+                idle.wait()
+            }
+            var longest = 0
+            while !tokens.isEmpty {
+                tokens.removeLast()
+                longest = max(longest, _Retirements.count)
+            }
+            #expect(longest < 512, "a batch held \(longest) dropped tokens")
+            center.subscribe("batch.limit.trigger") { _ in }.cancel()
+            #expect(eventually { live.current == 0 }, "closures of dropped tokens were never released")
+            idle.signal()
+            other.join()
+        }
     }
 }

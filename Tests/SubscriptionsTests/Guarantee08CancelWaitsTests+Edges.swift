@@ -236,8 +236,8 @@ extension Guarantee08CancelWaits {
                 let subscriber = TestThread {
                     let before = _ThreadRecord.heavyFenceCount
                     var tokens: [Subscription] = []
-                    // Enough growths for a subscribe to reclaim (`_Route.reclaimBatch` retired buffers).
-                    for _ in 0..<2_000 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
+                    // Enough growths for a subscribe to reclaim (`_Route.reclaimSlots` retired slots).
+                    for _ in 0..<5_000 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
                     // Counted before the tokens go (their deinits cancel, with fences of their own).
                     fences.store(_ThreadRecord.heavyFenceCount - before, ordering: .relaxed)
                     withExtendedLifetime(tokens) {}

@@ -19,7 +19,7 @@ import Synchronization
 /// the dropping thread paying for the fence.
 enum _Retirements {
     /// The most entries one batch collects before the dropping thread settles it itself.
-    static let batchSize = 64
+    static let batchSize = 512
 
     /// How long the settling job waits after a batch's first drop, so that a burst of drops
     /// fills batches (settled by the drops themselves) instead of paying a fence per drop.

@@ -151,11 +151,11 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// (each reclaim costs a heavy fence, which interrupts every core running a thread of the
     /// process). An explicit `cancel()` reclaims whenever one is pending: it pays a heavy fence
     /// anyway. Buffers at most double, so the pile is O(live) words.
-    static let reclaimBatch = 8
+    static let reclaimBatch = 32
 
     /// How many retired slots (summed capacities) a subscribe or a token drop lets pile up before
-    /// it reclaims, whatever their number: 32 KiB of slots. Small routes batch 8 reclaims into
-    /// one fence; a large route reclaims at every growth past this size, one fence per doubling
+    /// it reclaims, whatever their number: 32 KiB of slots. Small routes batch `reclaimBatch`
+    /// reclaims into one fence; a large route reclaims at every growth past this size, one fence per doubling
     /// (O(log n) fences for n subscribes), so its retired buffers do not add about one more
     /// buffer's worth of memory to every subscription.
     static let reclaimSlots = 4096
