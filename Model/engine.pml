@@ -137,14 +137,15 @@ inline EXIT(t) {
     fi
 }
 
-/* The heavy fence with the only-thread shortcut: a plain full fence when the calling thread
- * owns the sole claimed record. The full fence runs BEFORE the claimed count is read;
+/* The heavy fence with the only-thread shortcut: a plain full fence when no other thread
+ * holds a record (the calling thread owns the sole claimed record, or holds none and none is
+ * claimed). The full fence runs BEFORE the claimed count is read;
  * SHORTCUT_AS_CODED reads the count first, as Route.swift does today (refuted: README.md,
  * "Findings"). */
 #ifdef MUT_SHORTCUT_ANY_OWNER
 #define ONLY(t) (nclaimed <= 1)
 #else
-#define ONLY(t) (nclaimed == 1 && claimed[t])
+#define ONLY(t) (nclaimed == claimed[t])   /* its own record alone, or none at all */
 #endif
 inline HEAVY(t) {
 #ifndef SHORTCUT_AS_CODED

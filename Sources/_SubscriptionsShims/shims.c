@@ -168,14 +168,17 @@ long _subscriptions_claimed_records(void) {
 int _subscriptions_owns_only_record(void) {
     // The caller's record counts in `claimed_records` from its claim on; the fence orders the
     // caller's earlier stores (a newly published buffer) before the count is read, against a
-    // claimer's increment-then-fence-then-read.
-    if (_subscriptions_current_record == NULL) return 0;
-    // More than one seen without a fence: certainly not the only one (a stale count can only be
-    // higher than the claims the fence would order: releases only lower it), and "not only" is
+    // claimer's increment-then-fence-then-read. A caller without a record (a subscriber that
+    // never posted, a dispatch worker settling dropped tokens) is alone only when no record is
+    // claimed at all: it must not claim one to ask, or every later cancel of the thread that
+    // does post would find two records and pay the process-wide fence.
+    long alone = _subscriptions_current_record == NULL ? 0 : 1;
+    // More than that seen without a fence: certainly not alone (a stale count can only be
+    // higher than the claims the fence would order: releases only lower it), and "not alone" is
     // always a safe answer. Spares the fence where many threads exist.
-    if (atomic_load_explicit(&claimed_records, memory_order_relaxed) > 1) return 0;
+    if (atomic_load_explicit(&claimed_records, memory_order_relaxed) > alone) return 0;
     atomic_thread_fence(memory_order_seq_cst);
-    return atomic_load_explicit(&claimed_records, memory_order_seq_cst) <= 1;
+    return atomic_load_explicit(&claimed_records, memory_order_seq_cst) <= alone;
 }
 
 // MARK: The main thread

@@ -253,6 +253,52 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// A dispatch worker that settles a batch of dropped tokens holds no thread record and
+        /// does not claim one: otherwise, once the other posting threads are gone, every cancel of
+        /// the thread left alone would still find two records and pay the process-wide fence.
+        /// Run in a child process, so that no other test's thread holds a record.
+        @Test func settlingDroppedTokensClaimsNoRecordSoALoneThreadCancelsWithoutTheProcessWideFence() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                center.post("edge.settle")  // this thread's record
+                let posted = DispatchSemaphore(value: 0)
+                let idle = DispatchSemaphore(value: 0)
+                let other = TestThread {
+                    center.post("edge.settle.other")  // a second record, so that drops park
+                    posted.signal()
+                    idle.wait()
+                }
+                posted.wait()
+                var tokens = (0..<20).map { _ in center.subscribe("edge.settle") { _ in } }
+                tokens.removeAll()
+                // Parked drops are settled by the job on a global queue (nothing else settles them here).
+                var waited = 0
+                while _Retirements.count != 0 && waited < 1_000 {
+                    usleep(10_000)
+                    waited += 1
+                }
+                let claimedWhileBoth = _ThreadRecord.claimedCount
+                idle.signal()
+                other.join()
+                // The exited thread's record goes with its exit (a key destructor): wait, bounded.
+                waited = 0
+                while _ThreadRecord.claimedCount != 1 && waited < 1_000 {
+                    usleep(10_000)
+                    waited += 1
+                }
+                let before = _ThreadRecord.heavyFenceCount
+                center.subscribe("edge.settle") { _ in }.cancel()
+                let fences = _ThreadRecord.heavyFenceCount - before
+                if claimedWhileBoth != 2 || _ThreadRecord.claimedCount != 1 || fences != 0 {
+                    print(
+                        "records: \(claimedWhileBoth) after the settle, \(_ThreadRecord.claimedCount) when alone;"
+                            + " process-wide fences of a lone cancel: \(fences)")
+                    exit(1)
+                }
+                withExtendedLifetime(tokens) {}
+            }
+        }
+
         /// Threads that posted and exited leave the set of records that cancels scan, and their
         /// records are unmapped: after 300 such threads, a scan visits as many records as threads
         /// hold one now. Run in a child process, so that the count is not other tests' threads.

@@ -200,13 +200,15 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         }
     }
 
-    /// Whether the calling thread holds the only claimed record: then no other thread is inside
-    /// a post (a thread claims its record, with a full fence, before its first post). Claims the
-    /// caller's record first, so that a thread that holds none (a subscriber that never posted)
-    /// never mistakes another thread's sole record for its own.
+    /// Whether no other thread holds a record: the calling thread holds the only claimed one,
+    /// or it holds none (a subscriber that never posted, a dispatch worker settling dropped
+    /// tokens) and no record is claimed. Then no other thread is inside a post (a thread claims
+    /// its record, with a full fence, before its first post). A thread that holds none never
+    /// mistakes another thread's sole record for its own, and does not claim one to ask: a
+    /// record claimed by a settling worker would make every later cancel of the posting thread
+    /// pay the process-wide fence.
     static var onlyThread: Bool {
-        _ = current
-        return _subscriptions_owns_only_record() != 0
+        _subscriptions_owns_only_record() != 0
     }
 
     /// Whether a record is seen calling the entry `bits` without any fence first: `true` is

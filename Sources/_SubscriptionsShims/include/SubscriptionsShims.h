@@ -68,8 +68,9 @@ void _subscriptions_scan_end(void);
 /// How many records are claimed by live threads.
 long _subscriptions_claimed_records(void);
 
-/// 1 when the calling thread holds a record and it is the only claimed one: then no other thread
-/// is inside a post (a thread claims its record, with a full fence, before its first post).
+/// 1 when no other thread holds a record: the calling thread holds the only claimed one, or it
+/// holds none and none is claimed. Then no other thread is inside a post (a thread claims its
+/// record, with a full fence, before its first post). Runs a full fence before the final read.
 int _subscriptions_owns_only_record(void);
 
 /// How many times `_subscriptions_heavy_fence` ran in this process (for tests).
