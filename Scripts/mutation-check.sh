@@ -39,7 +39,8 @@
 # mutant's `hint-timeout:`, else 45). A run that reaches its timeout
 # counts as killed by the timeout (the mutant made something hang); the line names the tests on
 # the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
-# runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode. Needs git,
+# runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode, `=on` in the
+# adaptive default (every other mutant runs with `=asymmetric`, the form fixed). Needs git,
 # python3 and pgrep (procps).
 set -euo pipefail
 
@@ -96,7 +97,11 @@ fi
 tree="$scratch/tree"
 logs="$scratch/logs"
 package="$tree/$package_dir"
-test_env=()  # NAME=value words set for every test run (the relay's: RELAY_REDIS_PORT)
+# NAME=value words set for every test run. The engine's mutants run with the fence form fixed at
+# asymmetric: the adaptive default moves between the forms with the suite's load, so a mutant of
+# one form would be seen only when the suite happens to run in it. Mutants of the adaptive switch
+# and of the symmetric form set the variable in their own `env:` (it comes later and wins).
+test_env=("SUBSCRIPTIONS_PROCESS_FENCE=asymmetric")
 
 if [ "$runs" -gt 0 ] && { [ -z "$filter" ] || [ ${#ids[@]} -eq 0 ]; }; then
     echo "--runs needs --filter REGEX and at least one mutant ID (or base)" >&2

@@ -1,6 +1,7 @@
 #include "SubscriptionsShims.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,15 +21,20 @@
 #define SUBSCRIPTIONS_TSAN 1
 #endif
 
-int _subscriptions_symmetric = 1;
+_Atomic int _subscriptions_fence_state = 2;
 static _Atomic long heavy_fences = 0;
 static int fence_available = 0;
+static int adaptive = 0;                     // the state may move (set once, before main)
+static _Atomic long open_sections = 0;       // sections open now
+static _Atomic long sections_opened = 0;     // sections opened so far (for the switch back)
+static long sections_seen = 0;               // its value at the last try (the switching job's)
 
 // Runs before main (and before any Swift code of the library): choose the protocol once, so the
 // post path reads a plain global.
 __attribute__((constructor)) static void choose_fence_mode(void) {
     const char *setting = getenv("SUBSCRIPTIONS_PROCESS_FENCE");
     int forced_off = setting && strcmp(setting, "off") == 0;
+    int fixed_asymmetric = setting && strcmp(setting, "asymmetric") == 0;
 #if defined(__linux__)
     if (!forced_off) {
         long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
@@ -39,22 +45,74 @@ __attribute__((constructor)) static void choose_fence_mode(void) {
     (void)forced_off;
 #endif
 #if defined(SUBSCRIPTIONS_TSAN)
-    _subscriptions_symmetric = 1;
-#else
-    _subscriptions_symmetric = fence_available ? 0 : 1;
+    fence_available = 0;
 #endif
+    atomic_store_explicit(&_subscriptions_fence_state, fence_available ? 0 : 2, memory_order_seq_cst);
+    adaptive = fence_available && !fixed_asymmetric;
 }
 
 int _subscriptions_process_fence_available(void) { return fence_available; }
 
-void _subscriptions_heavy_fence(void) {
+int _subscriptions_fence_adaptive(void) { return adaptive; }
+
+int _subscriptions_section_begin(void) {
+    // Counted in before the state is read (both sequentially consistent): a switch back that
+    // moved the state first makes this read see it; one that moved it later sees this count
+    // and waits for the section's end before posts stop fencing.
+    atomic_fetch_add_explicit(&open_sections, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&_subscriptions_fence_state, memory_order_seq_cst) == 2) {
+        atomic_thread_fence(memory_order_seq_cst);
+        return 1;
+    }
+    atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release);
+    return 0;
+}
+
+void _subscriptions_section_end(void) {
+    atomic_fetch_add_explicit(&sections_opened, 1, memory_order_relaxed);
+    // Releasing: the section's stores and scan happen before a switch back that sees it closed.
+    atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release);
+}
+
+int _subscriptions_heavy_fence(void) {
     atomic_fetch_add_explicit(&heavy_fences, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
+    int switched_on = 0;
 #if defined(__linux__)
     if (fence_available) {
+        int expected = 0;
+        int switching = adaptive
+            && atomic_compare_exchange_strong_explicit(
+                &_subscriptions_fence_state, &expected, 1, memory_order_seq_cst, memory_order_relaxed);
+        // Every thread runs a full barrier before this returns: a post whose state load read 0
+        // came before that barrier, so its frame store (made before the load) is visible from
+        // here on; any later state load reads 1 or more, and fences.
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+        if (switching) {
+            atomic_store_explicit(&_subscriptions_fence_state, 2, memory_order_release);
+            switched_on = 1;
+        }
     }
 #endif
+    return switched_on;
+}
+
+int _subscriptions_try_switch_off(void) {
+    long opened = atomic_load_explicit(&sections_opened, memory_order_relaxed);
+    if (opened != sections_seen) {
+        sections_seen = opened;
+        return 0;
+    }
+    int expected = 2;
+    if (!atomic_compare_exchange_strong_explicit(
+            &_subscriptions_fence_state, &expected, 3, memory_order_seq_cst, memory_order_relaxed)) {
+        return 0;
+    }
+    // Sections that read 2 are counted in: wait for their ends (each a fence and a scan long).
+    while (atomic_load_explicit(&open_sections, memory_order_seq_cst) != 0) sched_yield();
+    atomic_thread_fence(memory_order_acquire);
+    atomic_store_explicit(&_subscriptions_fence_state, 0, memory_order_release);
+    return 1;
 }
 
 // MARK: Thread records

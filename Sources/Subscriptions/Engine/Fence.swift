@@ -1,49 +1,87 @@
+import Dispatch
 import Synchronization
 internal import _SubscriptionsShims
 
-/// The two forms of the post/cancel handshake (see DESIGN.md, "Fences").
+/// The post/cancel handshake's fences (see DESIGN.md, "Fences").
 ///
 /// Both sides of the handshake are a store followed by a load of another word: a post stores the
 /// entry it is about to call into its thread record and then re-reads the slot; a canceller
 /// zeroes the slot and then reads every record. Some fence between each store and its load must
 /// keep them in order.
 ///
-/// - **Asymmetric** (Linux with `membarrier`): posts emit only a compiler fence; cancellers run
-///   `membarrier`, which executes a full barrier on every thread of the process.
-/// - **Symmetric** (everywhere else, with `SUBSCRIPTIONS_PROCESS_FENCE=off`, and under
-///   ThreadSanitizer): posts use sequentially consistent stores and loads, cancellers a full fence.
+/// - **Asymmetric** (Linux with `membarrier`, while no thread cancels beside a posting thread):
+///   posts emit only a compiler fence; heavy fences run `membarrier`, which executes a full
+///   barrier on every thread of the process.
+/// - **Symmetric** (everywhere else, with `SUBSCRIPTIONS_PROCESS_FENCE=off`, under
+///   ThreadSanitizer, and on Linux for a while after a heavy fence interrupted another thread):
+///   posts pay a full fence themselves, and a heavy fence is a full fence of the caller's own.
+///
+/// On Linux the process moves between the two (the shim's `_subscriptions_fence_state`): a heavy
+/// fence that has to interrupt another thread switches to symmetric on the way, and a job
+/// switches back once `decayInterval` passed without a heavy fence that used the symmetric path.
+/// `SUBSCRIPTIONS_PROCESS_FENCE=asymmetric` keeps the asymmetric form for good.
 enum _Fence {
-    /// Whether posts pay the full fence themselves (the symmetric protocol).
+    /// How long the symmetric form lasts after the last heavy fence that used it.
+    static let decayInterval = DispatchTimeInterval.milliseconds(10)
+
+    /// Whether posts pay the full fence themselves now. For choosing between paths that are
+    /// correct in every state (a stale answer costs only speed).
     @inline(__always)
-    static var symmetric: Bool { _subscriptions_is_symmetric() != 0 }
+    static var symmetric: Bool { _subscriptions_fence_state_now() != 0 }
 
     /// The post side: orders the caller's earlier stores before its later loads, in the form the
-    /// current mode needs.
+    /// current state needs.
     @inline(__always)
     static func light() {
-        if symmetric {
+        if _subscriptions_posts_fence() != 0 {
             atomicMemoryFence(ordering: .sequentiallyConsistent)
         } else {
             _subscriptions_compiler_fence()
         }
     }
 
-    /// The canceller's side: after it, every thread's later loads see the caller's earlier
-    /// stores, and the caller sees every store that other threads made before their last `light()`.
+    /// The canceller's side, around `scan`: before `scan` runs, every thread's later loads see
+    /// the caller's earlier stores, and the caller sees every store that other threads made
+    /// before their last `light()`. `scan` reads the thread records (and decides what to free
+    /// or wait for); it runs with no lock of this type held and must not wait for other threads.
     ///
-    /// With `onlyThread` (the caller is the only thread holding a record), no other thread can be
-    /// inside a post, and a full fence of the caller's own is enough.
-    static func heavy(onlyThread: Bool = false) {
+    /// With `onlyThread` (no other thread holds a record), no other thread can be inside a post,
+    /// and a full fence of the caller's own is enough. In the symmetric state, so is a full fence
+    /// inside a section, which keeps the state from moving back to asymmetric while `scan` runs.
+    static func heavy<R>(onlyThread: Bool = false, then scan: () -> R) -> R {
         if onlyThread {
             atomicMemoryFence(ordering: .sequentiallyConsistent)
-        } else {
-            _subscriptions_heavy_fence()
+            return scan()
         }
+        if _subscriptions_section_begin() != 0 {
+            defer { _subscriptions_section_end() }
+            return scan()
+        }
+        if _subscriptions_heavy_fence() != 0 { scheduleDecay() }
+        return scan()
+    }
+
+    /// Schedules the switch back to asymmetric (after a switch to symmetric).
+    private static func scheduleDecay() {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + decayInterval) { decay() }
+    }
+
+    /// The switch back: done once no heavy fence used the symmetric path since the last try;
+    /// tried again later otherwise.
+    private static func decay() {
+        if _subscriptions_try_switch_off() == 0 && _subscriptions_fence_state_now() == 2 { scheduleDecay() }
     }
 }
 
-/// Whether this process runs the asymmetric protocol (Linux `membarrier` available and not
-/// switched off with `SUBSCRIPTIONS_PROCESS_FENCE=off`). For tests and benchmarks.
+/// Whether the fence form moves at run time (see `_Fence`). For tests.
+func _fenceAdaptive() -> Bool {
+    _subscriptions_fence_adaptive() != 0
+}
+
+/// Whether this process may run the process-wide fence (Linux `membarrier` available, not
+/// switched off with `SUBSCRIPTIONS_PROCESS_FENCE=off`, not a ThreadSanitizer build): then its
+/// posts run the asymmetric form, at least while no thread cancels beside a posting one. For
+/// tests and benchmarks.
 func _processFenceAvailable() -> Bool {
-    !_Fence.symmetric
+    _subscriptions_process_fence_available() != 0
 }

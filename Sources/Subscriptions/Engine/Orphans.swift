@@ -45,8 +45,7 @@ enum _Orphans {
         // which may already have read its note as 0): fence and sweep again while a pass notes a
         // record no earlier pass of this collect noted (each record at most once, so this ends).
         while fresh {
-            _Fence.heavy()
-            fresh = list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) }
+            fresh = _Fence.heavy { list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) } }
         }
         // Released here, outside the lock, on the thread that ended the last call.
         for entry in free { entry.releaseHandler() }

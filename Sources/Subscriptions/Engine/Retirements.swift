@@ -85,24 +85,39 @@ enum _Retirements {
     static func flush() {
         let batch = take()
         guard !batch.isEmpty else { return }
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
-        settle(batch)
+        let settled = _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) { sortOut(batch) }
+        settled.finish()
     }
 
-    /// Releases the entries of `batch` that no thread calls and orphans the others. Call after a
-    /// heavy fence that followed `take()`: a post that had not published an entry by then reads
-    /// its zeroed slot.
-    static func settle(_ batch: [_Entry]) {
+    /// A batch sorted out by `sortOut`, to be finished after the heavy fence's scan.
+    struct Settled {
+        var release: [_Entry] = []
+        var orphan: [_Entry] = []
+
+        /// Releases the entries no thread called and orphans the others. Runs user code (the
+        /// closures' captures go), so never inside a heavy fence's scan or under a lock.
+        func finish() {
+            for entry in orphan { _Orphans.add(entry) }
+            for entry in release { entry.releaseHandler() }
+        }
+    }
+
+    /// Sorts the entries of `batch` into those that no thread calls (to release) and the others
+    /// (to orphan). Call inside a heavy fence's scan, after `take()`: a post that had not
+    /// published an entry by the fence reads its zeroed slot.
+    static func sortOut(_ batch: [_Entry]) -> Settled {
         // One scan for the whole batch: the entries some frame is calling.
         var calling: Set<UInt> = []
         _ThreadRecord.visitAll { r in r.forEachCall { calling.insert($0) } }
+        var settled = Settled()
         for entry in batch {
             if calling.contains(_SlotBuffer.bits(of: entry)) {
-                _Orphans.add(entry)
+                settled.orphan.append(entry)
             } else {
-                entry.releaseHandler()
+                settled.release.append(entry)
             }
         }
+        return settled
     }
 
     /// How many entries wait for a batch. For tests.

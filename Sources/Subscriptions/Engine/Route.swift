@@ -76,21 +76,22 @@ final class _Stripe: Sendable {
     /// is never read again.)
     func lockedReclaim(_ state: inout _StripeState) -> [_Route] {
         guard !state.retired.isEmpty else { return [] }
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
         var released: [_Route] = []
         var kept: [(table: _NameTable, routes: [_Route])] = []
-        for item in state.retired {
-            var read = false
-            _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
-            if read {
-                kept.append(item)
-                continue
-            }
-            item.table.free()
-            if kept.isEmpty {
-                released.append(contentsOf: item.routes)
-            } else {
-                kept[kept.count - 1].routes.append(contentsOf: item.routes)
+        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) {
+            for item in state.retired {
+                var read = false
+                _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
+                if read {
+                    kept.append(item)
+                    continue
+                }
+                item.table.free()
+                if kept.isEmpty {
+                    released.append(contentsOf: item.routes)
+                } else {
+                    kept[kept.count - 1].routes.append(contentsOf: item.routes)
+                }
             }
         }
         state.retired = kept
@@ -228,15 +229,16 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// any are retired.
     private func lockedReclaim() {
         guard !retired.isEmpty else { return }
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread)
-        retired.removeAll { old in
-            var read = false
-            _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
-            if !read {
-                retiredSlots -= old.capacity
-                old.free()
+        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) {
+            retired.removeAll { old in
+                var read = false
+                _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
+                if !read {
+                    retiredSlots -= old.capacity
+                    old.free()
+                }
+                return !read
             }
-            return !read
         }
     }
 
@@ -369,17 +371,20 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         }
         // Dropped tokens parked before this point are settled by the same fence.
         let parked = wait ? _Retirements.take() : []
-        // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
-        // the cancelled state), and every call of the entry that may still run is visible.
-        _Fence.heavy(onlyThread: onlyThread)
-        if !parked.isEmpty { _Retirements.settle(parked) }
+        var settled = _Retirements.Settled()
         var mine = false
         var others = 0
-        _ThreadRecord.visitAll { r in
-            if r.calls(bits) {
-                if r == me { mine = true } else { others += 1 }
+        // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
+        // the cancelled state), and every call of the entry that may still run is visible.
+        _Fence.heavy(onlyThread: onlyThread) {
+            if !parked.isEmpty { settled = _Retirements.sortOut(parked) }
+            _ThreadRecord.visitAll { r in
+                if r.calls(bits) {
+                    if r == me { mine = true } else { others += 1 }
+                }
             }
         }
+        settled.finish()
         if others == 0 && !mine {
             entry.releaseHandler()
             return

@@ -21,23 +21,57 @@ static inline void _subscriptions_prefetch(const void *address) {
     __builtin_prefetch(address, 0, 3);
 }
 
-/// 1 when posts must pay full fences themselves (the symmetric protocol): no process-wide fence,
-/// `SUBSCRIPTIONS_PROCESS_FENCE=off`, or a ThreadSanitizer build (it cannot see membarrier).
-/// Set once before `main` runs.
-extern int _subscriptions_symmetric;
+/// The fence protocol in force (see Engine/DESIGN.md, "Fences"):
+/// 0, asymmetric: posts emit a compiler fence, heavy fences run membarrier;
+/// 1, switching on: posts pay full fences, heavy fences run membarrier;
+/// 2, symmetric: posts pay full fences, heavy fences are full fences of the caller's own, inside
+///    a section (`_subscriptions_section_begin`);
+/// 3, switching off: posts pay full fences, heavy fences run membarrier.
+/// Fixed at 2 without membarrier, with `SUBSCRIPTIONS_PROCESS_FENCE=off`, or in a ThreadSanitizer
+/// build (it cannot see membarrier); fixed at 0 with `SUBSCRIPTIONS_PROCESS_FENCE=asymmetric`;
+/// otherwise it moves at run time: to 2 when a heavy fence interrupts another thread, back to 0
+/// once no heavy fence used a section for a while (`_subscriptions_try_switch_off`).
+extern _Atomic int _subscriptions_fence_state;
 
-/// Whether the symmetric protocol is in force; see `_subscriptions_symmetric`.
-static inline int _subscriptions_is_symmetric(void) {
-    return _subscriptions_symmetric;
+/// Whether posts must pay full fences themselves now (the state is not 0). An acquiring load: a
+/// post's later loads come after it (see DESIGN.md for why the switch back to 0 needs that).
+static inline int _subscriptions_posts_fence(void) {
+    return atomic_load_explicit(&_subscriptions_fence_state, memory_order_acquire) != 0;
 }
 
-/// Whether the process-wide fence (Linux membarrier, private expedited) is registered.
+/// The current fence state (0 to 3, above). For choosing between paths that are all correct.
+static inline int _subscriptions_fence_state_now(void) {
+    return atomic_load_explicit(&_subscriptions_fence_state, memory_order_relaxed);
+}
+
+/// Whether the process-wide fence (Linux membarrier, private expedited) is registered and the
+/// protocol is not fixed at symmetric: heavy fences may run it.
 int _subscriptions_process_fence_available(void);
 
-/// The slow side of the fence: makes every thread of the process execute a full memory barrier
-/// before returning when the process-wide fence is available (and a full fence of the caller's
-/// own in every mode).
-void _subscriptions_heavy_fence(void);
+/// Whether the fence state moves at run time (membarrier available, neither
+/// `SUBSCRIPTIONS_PROCESS_FENCE=off` nor `=asymmetric`, not a ThreadSanitizer build).
+int _subscriptions_fence_adaptive(void);
+
+/// Opens a section in which a full fence of the caller's own is a heavy fence: returns 1, after
+/// that fence, when the state is symmetric (2), and the state cannot move to asymmetric until
+/// `_subscriptions_section_end`; returns 0 (and opens nothing) otherwise.
+int _subscriptions_section_begin(void);
+
+/// Closes the section opened by `_subscriptions_section_begin` (which returned 1).
+void _subscriptions_section_end(void);
+
+/// The slow side of the fence outside a section: makes every thread of the process execute a
+/// full memory barrier before returning (membarrier), after a full fence of the caller's own.
+/// In the adaptive protocol, moves the state from asymmetric to symmetric on the way (switching
+/// on, membarrier, symmetric) and then returns 1: the caller schedules
+/// `_subscriptions_try_switch_off`. Returns 0 otherwise.
+int _subscriptions_heavy_fence(void);
+
+/// The switch back to asymmetric, for a job that runs a while after the switch on: returns 0
+/// (stay, run again later) when heavy fences used a section since the last call, or when the
+/// state is not symmetric; else moves to switching off, waits until no section is open, moves to
+/// asymmetric and returns 1.
+int _subscriptions_try_switch_off(void);
 
 /// The calling thread's record, or NULL before its first use on this thread.
 #if defined(__linux__) && !defined(__APPLE__)
