@@ -55,6 +55,8 @@ int _subscriptions_process_fence_available(void) { return fence_available; }
 
 int _subscriptions_fence_adaptive(void) { return adaptive; }
 
+long _subscriptions_sections_opened(void) { return atomic_load_explicit(&sections_opened, memory_order_relaxed); }
+
 int _subscriptions_section_begin(void) {
     // Counted in before the state is read (both sequentially consistent): a switch back that
     // moved the state first makes this read see it; one that moved it later sees this count

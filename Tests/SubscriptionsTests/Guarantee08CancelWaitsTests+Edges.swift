@@ -219,7 +219,8 @@ extension Guarantee08CancelWaits {
         /// Growing a slot buffer retires the old one; reclaiming it may use a plain full fence only
         /// when the calling thread owns the sole thread record. Here the only record belongs to a
         /// thread walking the route and the subscriber (a fresh thread) holds none: every reclaim
-        /// must run the process-wide fence. Run in a child process, so that no other test's thread
+        /// must run the process-wide fence (or, in the symmetric form, a fence inside a section,
+        /// which keeps the posts fencing). Run in a child process, so that no other test's thread
         /// holds a record.
         @Test func aReclaimRunsTheProcessWideFenceWhenTheOnlyRecordIsAnotherThreads() async {
             await #expect(processExitsWith: .success) {
@@ -234,12 +235,12 @@ extension Guarantee08CancelWaits {
                 inside.wait()
                 let fences = Atomic<Int>(0)
                 let subscriber = TestThread {
-                    let before = _ThreadRecord.heavyFenceCount
+                    let before = _ThreadRecord.unsharedFenceCount
                     var tokens: [Subscription] = []
                     // Enough growths for a subscribe to reclaim (`_Route.reclaimSlots` retired slots).
                     for _ in 0..<5_000 { tokens.append(center.subscribe("edge.reclaim") { _ in }) }
                     // Counted before the tokens go (their deinits cancel, with fences of their own).
-                    fences.store(_ThreadRecord.heavyFenceCount - before, ordering: .relaxed)
+                    fences.store(_ThreadRecord.unsharedFenceCount - before, ordering: .relaxed)
                     withExtendedLifetime(tokens) {}
                 }
                 subscriber.join()

@@ -226,6 +226,10 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// How many times the process-wide (heavy) fence ran. For tests.
     static var heavyFenceCount: Int { _subscriptions_heavy_fence_count() }
 
+    /// How many heavy fences ran without the one-thread shortcut: the process-wide ones and the
+    /// symmetric form's sections. For tests.
+    static var unsharedFenceCount: Int { _subscriptions_heavy_fence_count() + _subscriptions_sections_opened() }
+
     /// Whether waiting for `start` to stop calling `entry` would close a cycle: following the
     /// links `r.waitingFor` from `start` leads back to this record, and every link on the way is
     /// a live wait (the record it names still calls the entry the link waits on). A link whose
