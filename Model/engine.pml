@@ -221,7 +221,11 @@ inline SECTION_BEGIN(t, sec) {
     h_st = LOADV(t, FST);
 #endif
     if
+#ifdef MUT_ADAPT_SECTION_ON_PENDING
+    :: h_st == SYM || h_st == ON_PENDING -> FULL(t); sec = 1
+#else
     :: h_st == SYM -> FULL(t); sec = 1
+#endif
     :: else -> d_step { DRAIN(t); sections-- }
     fi;
     h_st = 0
@@ -229,8 +233,10 @@ inline SECTION_BEGIN(t, sec) {
 
 /* The heavy fence's end (_subscriptions_heavy_end), after the scan: count out (an RMW). */
 inline SECTION_END(t, sec) {
-#ifdef ADAPTIVE
+#if defined(ADAPTIVE) && !defined(MUT_ADAPT_NO_END)
     if :: sec -> d_step { DRAIN(t); sections--; sec = 0 } :: else -> skip fi
+#elif defined(ADAPTIVE)
+    sec = 0
 #else
     skip
 #endif

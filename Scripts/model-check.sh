@@ -133,6 +133,8 @@ mutant MUT_DROP_NO_SCAN        cancel  asymmetric a batch of token drops release
 mutant MUT_ADAPT_ON_NO_MEMBARRIER cancel adaptive switch-on stores SYM without its membarrier
 mutant MUT_ADAPT_READ_BEFORE_COUNT reclaim adaptive the heavy fence reads fence_state before counting itself into sections
 mutant MUT_ADAPT_LIGHT_ON_PENDING_ONLY_SYM cancel adaptive posts fence only when fence_state is SYM
+mutant MUT_ADAPT_SECTION_ON_PENDING cancel adaptive the heavy fence takes the section path in ON_PENDING (before the switch-on's membarrier ended)
+mutant MUT_ADAPT_NO_END        cancel  adaptive   a section never ends (a missing end): the switch-off waits forever
 equivalent MUT_ADAPT_OFF_NO_WAIT  cancel  adaptive   switch-off stores ASYM without waiting for sections == 0
 equivalent MUT_ADAPT_OFF_NO_WAIT  reclaim adaptive   switch-off stores ASYM without waiting for sections == 0
 equivalent MUT_ADAPT_LIGHT_NO_FENCE_OFF_PENDING cancel adaptive posts do not fence in OFF_PENDING
