@@ -26,8 +26,8 @@
 #    model found more than the C11 argument and the line says so.
 #
 # Installs Spin (Debian package `spin`) and gcc when missing (as root, non-interactive).
-# About 2 minutes on 2 cores (two runs at a time); the largest run (cancel, asymmetric)
-# needs ~400 MB of memory.
+# About 2.5 minutes on 2 cores (two runs at a time); the largest runs (cycle, adaptive: 4.2 M
+# states; cancel, asymmetric: 2.2 M) need ~400-600 MB of memory each.
 # Environment: MODEL_SCRATCH (default .build/model-check): where pan is generated and built.
 # Usage: Scripts/model-check.sh [-h]
 set -euo pipefail
