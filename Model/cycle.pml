@@ -48,6 +48,9 @@ init {
 #ifdef THREE
         run thread(2);
 #endif
+#ifdef ADAPTIVE
+        run switcher()
+#endif
     }
     FINAL_CHECK(NT)
 }

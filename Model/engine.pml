@@ -6,9 +6,22 @@
  * A scenario file defines NT (threads), NE (entries 1..NE) and HANDLER(me, e), includes this
  * file, and declares its thread processes (each starts with THREAD_LOCALS).
  *
- * Switches (cpp -D): SYMMETRIC (the symmetric fence mode; default asymmetric) and the mutants
- * MUT_* (each removes or weakens one mechanism; listed in README.md and Scripts/model-check.sh).
+ * Switches (cpp -D): SYMMETRIC (the symmetric fence mode; default asymmetric), ADAPTIVE (the
+ * fence mode switches at run time: fence_state, sections, a switcher thread; see README.md) and
+ * the mutants MUT_* (each removes or weakens one mechanism; listed in README.md and
+ * Scripts/model-check.sh).
  */
+
+/* Store buffers: one per record-holding thread, plus one for the switcher (ADAPTIVE). */
+#ifdef ADAPTIVE
+#ifdef SYMMETRIC
+#error ADAPTIVE and SYMMETRIC exclude each other
+#endif
+#define SW NT                           /* the switcher's thread number (it holds no record) */
+#define NB (NT + 1)
+#else
+#define NB NT
+#endif
 
 /* ---------- Memory: TSO, one FIFO store buffer per thread ---------- */
 
@@ -19,15 +32,20 @@
 #define SLOTE(e)    (2 * NT + (e))      /* entry e's slot in its route's current buffer          */
 #define NS 2                            /* slots per buffer (reclaim scenario)                   */
 #define SLOTB(b, i) (2 * NT + NE + 1 + ((b) - 1) * NS + (i))
+#ifdef ADAPTIVE
+#define FST         (2 * NT + NE + 1 + 2 * NS)   /* fence_state (ADAPTIVE)                    */
+#define NA          (FST + 1)
+#else
 #define NA          (2 * NT + NE + 1 + 2 * NS)
+#endif
 #define IX(t, a)    ((t) * NA + (a))
 #define SBCAP 3
 
 byte mem[NA];
-chan sb[NT] = [SBCAP] of { byte, byte };   /* pending (address, value), oldest first */
-byte pend[NT * NA];                        /* pending stores of thread t to address a */
-byte lastv[NT * NA];                       /* the newest of them (store forwarding)   */
-bit mbreq[NT];                             /* membarrier: thread t owes a full barrier */
+chan sb[NB] = [SBCAP] of { byte, byte };   /* pending (address, value), oldest first */
+byte pend[NB * NA];                        /* pending stores of thread t to address a */
+byte lastv[NB * NA];                       /* the newest of them (store forwarding)   */
+bit mbreq[NB];                             /* membarrier: thread t owes a full barrier */
 byte _fa, _fv, _u;   /* scratch of the d_steps, always reset (not hidden: pan's backtracking needs them) */
 
 /* A plain (relaxed or releasing) store: enters the store buffer. */
@@ -62,29 +80,59 @@ end:
     :: d_step { mbreq[0] -> DRAIN(0); mbreq[0] = 0 }
     :: d_step { nempty(sb[1]) -> FLUSH1(1) }
     :: d_step { mbreq[1] -> DRAIN(1); mbreq[1] = 0 }
-#if NT > 2
+#if NB > 2
     :: d_step { nempty(sb[2]) -> FLUSH1(2) }
     :: d_step { mbreq[2] -> DRAIN(2); mbreq[2] = 0 }
+#endif
+#if NB > 3
+    :: d_step { nempty(sb[3]) -> FLUSH1(3) }
+    :: d_step { mbreq[3] -> DRAIN(3); mbreq[3] = 0 }
 #endif
     od
 }
 
-#if NT > 2
+/* membarrier reaches every thread with a store buffer (the switcher too); NOT_IN: the
+ * record-holding threads (the switcher never runs a handler). */
+#if NB > 3
+#define MBREQ_OTHERS(t) mbreq[0] = (t != 0) || mbreq[0]; mbreq[1] = (t != 1) || mbreq[1]; mbreq[2] = (t != 2) || mbreq[2]; mbreq[3] = (t != 3) || mbreq[3]
+#define MB_DONE (mbreq[0] + mbreq[1] + mbreq[2] + mbreq[3] == 0)
+#elif NB > 2
 #define MBREQ_OTHERS(t) mbreq[0] = (t != 0) || mbreq[0]; mbreq[1] = (t != 1) || mbreq[1]; mbreq[2] = (t != 2) || mbreq[2]
-#define NOT_IN(e) (inh[0] != e && inh[1] != e && inh[2] != e)
 #define MB_DONE (mbreq[0] + mbreq[1] + mbreq[2] == 0)
 #else
 #define MBREQ_OTHERS(t) mbreq[0] = (t != 0) || mbreq[0]; mbreq[1] = (t != 1) || mbreq[1]
-#define NOT_IN(e) (inh[0] != e && inh[1] != e)
 #define MB_DONE (mbreq[0] + mbreq[1] == 0)
+#endif
+#if NT > 2
+#define NOT_IN(e) (inh[0] != e && inh[1] != e && inh[2] != e)
+#else
+#define NOT_IN(e) (inh[0] != e && inh[1] != e)
 #endif
 
 /* ---------- Fences (Fence.swift) ---------- */
 
+/* fence_state (ADAPTIVE): the word `mem[FST]`. */
+#define ASYM 0
+#define ON_PENDING 1
+#define SYM 2
+#define OFF_PENDING 3
+
 /* _Fence.light(): a compiler fence (nothing) in the asymmetric mode, a full fence in the
- * symmetric one. */
+ * symmetric one. ADAPTIVE: load fence_state (acquire: a plain load on x86); a full fence
+ * unless it reads ASYM. */
 inline LIGHT(t) {
-#if defined(SYMMETRIC) && !defined(MUT_SYM_LIGHT_NOOP)
+#if defined(ADAPTIVE)
+    if
+#if defined(MUT_ADAPT_LIGHT_ON_PENDING_ONLY_SYM)
+    :: LOADV(t, FST) == SYM -> FULL(t)
+#elif defined(MUT_ADAPT_LIGHT_NO_FENCE_OFF_PENDING)
+    :: LOADV(t, FST) == SYM || LOADV(t, FST) == ON_PENDING -> FULL(t)
+#else
+    :: LOADV(t, FST) != ASYM -> FULL(t)
+#endif
+    :: else -> skip
+    fi
+#elif defined(SYMMETRIC) && !defined(MUT_SYM_LIGHT_NOOP)
     d_step { DRAIN(t) }
 #else
     skip
@@ -147,7 +195,7 @@ inline EXIT(t) {
 #else
 #define ONLY(t) (nclaimed == claimed[t])   /* its own record alone, or none at all */
 #endif
-inline HEAVY(t) {
+inline HEAVY_FIXED(t) {
 #ifndef SHORTCUT_AS_CODED
     FULL(t);
 #endif
@@ -156,6 +204,101 @@ inline HEAVY(t) {
     :: else -> MEMBARRIER(t)
     fi
 }
+
+/* ---------- Adaptive fences (ADAPTIVE; the shim's fence_state and sections) ---------- */
+
+byte sections;   /* heavy fences inside a section; changed only by read-modify-writes */
+
+/* The heavy fence's begin (_subscriptions_heavy_begin): count in (an RMW: drains), read
+ * fence_state; SYM: a plain full fence, and the caller is inside a section (sec = 1) until
+ * SECTION_END after its scan; otherwise count out (an RMW) and take the membarrier path. */
+inline SECTION_BEGIN(t, sec) {
+#ifdef MUT_ADAPT_READ_BEFORE_COUNT
+    h_st = LOADV(t, FST);
+    d_step { DRAIN(t); sections++ };
+#else
+    d_step { DRAIN(t); sections++ };
+    h_st = LOADV(t, FST);
+#endif
+    if
+#ifdef MUT_ADAPT_SECTION_ON_PENDING
+    :: h_st == SYM || h_st == ON_PENDING -> FULL(t); sec = 1
+#else
+    :: h_st == SYM -> FULL(t); sec = 1
+#endif
+    :: else -> d_step { DRAIN(t); sections-- }
+    fi;
+    h_st = 0
+}
+
+/* The heavy fence's end (_subscriptions_heavy_end), after the scan: count out (an RMW). */
+inline SECTION_END(t, sec) {
+#if defined(ADAPTIVE) && !defined(MUT_ADAPT_NO_END)
+    if :: sec -> d_step { DRAIN(t); sections--; sec = 0 } :: else -> skip fi
+#elif defined(ADAPTIVE)
+    sec = 0
+#else
+    skip
+#endif
+}
+
+/* _Fence.heavy(onlyThread:) begin: ADAPTIVE: a section when fence_state reads SYM, else the
+ * fixed-mode heavy fence (full fence, only-thread shortcut or membarrier). */
+inline HEAVY(t, sec) {
+#ifdef ADAPTIVE
+    SECTION_BEGIN(t, sec);
+    if :: sec -> skip :: else -> HEAVY_FIXED(t) fi
+#else
+    HEAVY_FIXED(t)
+#endif
+}
+
+/* The same without the only-thread shortcut (the orphan sweep's fence). */
+inline HEAVY_MB(t, sec) {
+#ifdef ADAPTIVE
+    SECTION_BEGIN(t, sec);
+    if :: sec -> skip :: else -> MEMBARRIER(t) fi
+#else
+    MEMBARRIER(t)
+#endif
+}
+
+#ifdef ADAPTIVE
+#ifndef CYCLES
+#define CYCLES 2
+#endif
+/* The switcher (switch-on by a heavy-path canceller, switch-off by the decay job _Fence.decay),
+ * as one extra thread that holds no record and never posts: up to CYCLES times, switch on
+ * (CAS ASYM -> ON_PENDING, membarrier, release store SYM), then switch off (CAS SYM ->
+ * OFF_PENDING, wait until sections == 0, release store ASYM); it may stop at any point. Its
+ * release stores go through its store buffer. */
+proctype switcher() {
+    byte s_n;
+    bit s_ok;
+    do
+    :: s_n < CYCLES ->
+        s_n++;
+        /* switch on */
+        d_step { DRAIN(SW); if :: mem[FST] == ASYM -> mem[FST] = ON_PENDING; s_ok = 1 :: else -> s_ok = 0 fi };
+        if :: !s_ok -> break :: else -> skip fi;
+#ifndef MUT_ADAPT_ON_NO_MEMBARRIER
+        d_step { DRAIN(SW); MBREQ_OTHERS(SW) };
+        MB_DONE;
+#endif
+        STORE(SW, FST, SYM);
+        if :: true -> skip :: true -> break fi;
+        /* switch off (the decay job) */
+        d_step { DRAIN(SW); if :: mem[FST] == SYM -> mem[FST] = OFF_PENDING; s_ok = 1 :: else -> s_ok = 0 fi };
+        if :: !s_ok -> break :: else -> skip fi;
+#ifndef MUT_ADAPT_OFF_NO_WAIT
+        sections == 0;
+#endif
+        STORE(SW, FST, ASYM)
+    :: true -> break
+    od;
+    s_n = 0; s_ok = 0
+}
+#endif
 
 /* The entry record t's frame calls, as t itself sees it (the truth, for the ghost checks). */
 #define OWNAT(t) LOADV(t, AT(t))
@@ -227,6 +370,7 @@ inline COLLECT(me, noticed, parked) {
     if :: o_me != 0 -> SCSET(me, note[me], 0) :: else -> skip fi;
     do
     :: SWEEP(me);
+       SECTION_END(me, o_sec);
        o_pass++;
 #if defined(MUT_NO_SECOND_SWEEP)
        break
@@ -236,7 +380,7 @@ inline COLLECT(me, noticed, parked) {
        if :: o_new == 0 -> break :: else -> skip fi;
 #endif
 #ifndef MUT_ORPHAN_NO_HEAVY
-       MEMBARRIER(me)
+       HEAVY_MB(me, o_sec)
 #else
        skip
 #endif
@@ -387,7 +531,7 @@ inline CANCEL(me, e, wait) {
     if
     :: c_found ->
 #ifndef MUT_NO_HEAVY
-        HEAVY(me);
+        HEAVY(me, c_sec);
 #endif
         for (c_t : 0 .. NT - 1) {
             c_hit = (claimed[c_t] && LOADV(me, AT(c_t)) == c_e);
@@ -401,6 +545,7 @@ inline CANCEL(me, e, wait) {
             :: else -> skip
             fi
         }
+        SECTION_END(me, c_sec);
         if
         :: c_others == 0 && !c_mine ->
             RELEASE(c_e);
@@ -483,7 +628,7 @@ inline FLUSH_BATCH(me) {
     if
     :: b_set != 0 ->
 #ifndef MUT_DROP_NO_HEAVY
-        HEAVY(me);
+        HEAVY(me, b_sec);
 #endif
         for (b_e : 1 .. NE) {
             if
@@ -498,6 +643,7 @@ inline FLUSH_BATCH(me) {
             :: else -> skip
             fi
         }
+        SECTION_END(me, b_sec)
     :: else -> skip
     fi;
     b_set = 0; b_e = 0; b_t = 0; b_held = 0
@@ -510,7 +656,8 @@ inline FLUSH_BATCH(me) {
     byte c_e, c_t, c_h, c_r, c_nx, c_on, c_steps, c_others, c_w0, c_w1, c_w2; \
     bit c_found, c_mine, c_cyc, c_hit, c_real; \
     byte o_e, o_t, o_h, o_me, o_parked, o_free, o_all, o_new, o_seen, o_pass; \
-    byte b_set, b_e, b_t; bit b_held
+    byte b_set, b_e, b_t; bit b_held; \
+    bit c_sec, o_sec, b_sec, p_sec; byte h_st
 
 /* ---------- End of run: every cancelled entry released exactly once ---------- */
 

@@ -63,12 +63,13 @@ proctype subscriber(byte me) {
     STORE(me, PUB, 2);
     /* lockedReclaim */
 #ifndef MUT_RECLAIM_NO_HEAVY
-    HEAVY(me);
+    HEAVY(me, p_sec);
 #endif
     p_s = 0;
     for (p_i : 0 .. NT - 1) {
         if :: claimed[p_i] && LOADV(me, HP(p_i)) == 1 -> p_s = 1 :: else -> skip fi
     }
+    SECTION_END(me, p_sec);
     if :: p_s == 0 -> freed[1] = 1 :: else -> skip fi;
     UNLOCK(me, STRIPE);
     DONE
@@ -78,6 +79,9 @@ init {
     atomic {
         tok[E] = 1; mem[PUB] = 1; mem[SLOTB(1, 0)] = E;
         run poster(0); run subscriber(1)
+#ifdef ADAPTIVE
+        run switcher()
+#endif
     }
     FINAL_CHECK(2)
 }

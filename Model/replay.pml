@@ -73,6 +73,9 @@ init {
     atomic {
         tok[E] = 1; mem[SLOTE(E)] = E;
         run subscriber(0); run poster(1); run canceller(2)
+#ifdef ADAPTIVE
+        run switcher()
+#endif
     }
     FINAL_CHECK(3)
 }
