@@ -89,10 +89,12 @@ int _subscriptions_heavy_fence(void) {
         // Every thread runs a full barrier before this returns: a post whose state load read 0
         // came before that barrier, so its frame store (made before the load) is visible from
         // here on; any later state load reads 1 or more, and fences.
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+        long failed = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
         if (switching) {
-            atomic_store_explicit(&_subscriptions_fence_state, 2, memory_order_release);
-            switched_on = 1;
+            // A membarrier that failed (it cannot once registered) made no thread fence: then
+            // back to asymmetric, never on to symmetric.
+            atomic_store_explicit(&_subscriptions_fence_state, failed ? 0 : 2, memory_order_release);
+            switched_on = failed ? 0 : 1;
         }
     }
 #endif
