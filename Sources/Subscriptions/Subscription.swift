@@ -20,7 +20,8 @@
 ///   under way completes, and the closure is released when it ends, on the thread that ran it.
 ///   With no call under way, the closure goes with the next batch of dropped tokens: inside the
 ///   `deinit` when no other thread holds a thread record (it never posted or cancelled) or the
-///   engine runs without the process-wide fence (as on Apple platforms), else
+///   engine runs the symmetric fence form (as on Apple platforms, and on Linux for about 10 ms
+///   after a cancel beside another thread), else
 ///   within about a millisecond, on the thread of the next `cancel()`, of the drop that fills
 ///   the batch of 512, or of a job on a global dispatch queue that the batch's first drop
 ///   scheduled; never under a lock. Call ``cancel()`` first where you need to wait for a running call or need the captures

@@ -35,6 +35,21 @@ extension Guarantee08CancelWaits {
                 let middle = _ThreadRecord.heavyFenceCount
                 for _ in 0..<200 { center.subscribe("adaptive") { _ in }.cancel() }
                 let next = _ThreadRecord.heavyFenceCount - middle
+                // A drop beside the posting thread: at once in the symmetric form (Guarantees.md,
+                // rule 8), parked for a batch in the asymmetric one.
+                let live = Reliability.Tally()
+                do {
+                    let capture = Reliability.Capture(live)
+                    var token: Subscription? = center.subscribe("adaptive") { _ in withExtendedLifetime(capture) {} }
+                    _ = consume capture
+                    let symmetricBeforeDrop = _Fence.symmetric
+                    token = nil
+                    if symmetricBeforeDrop && live.current != 0 {
+                        print("a drop in the symmetric form did not release its captures at once")
+                        exit(1)
+                    }
+                    _ = token
+                }
                 // No more cancels: the form goes back (bounded wait, 1,000 × the decay interval).
                 var waited = 0
                 while _fenceAdaptive() && _Fence.symmetric && waited < 1_000 {
