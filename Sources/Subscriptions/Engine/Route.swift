@@ -371,7 +371,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         }
         // Dropped tokens parked before this point are settled by the same fence.
         let parked = wait ? _Retirements.take() : []
-        var settled = _Retirements.Settled()
+        var settled: _Retirements.Settled?
         var mine = false
         var others = 0
         // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
@@ -384,7 +384,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
                 }
             }
         }
-        settled.finish()
+        settled?.finish()
         if others == 0 && !mine {
             entry.releaseHandler()
             return
