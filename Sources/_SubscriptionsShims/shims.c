@@ -29,8 +29,8 @@ static _Atomic long open_sections = 0;       // sections open now
 static _Atomic long sections_opened = 0;     // sections opened so far (for the switch back)
 static long sections_seen = 0;               // its value at the last try (the switching job's)
 
-// Runs before main (and before any Swift code of the library): choose the protocol once, so the
-// post path reads a plain global.
+// Runs before main (and before any Swift code of the library): chooses the fence form the process
+// starts with, and whether it may move at run time (see SubscriptionsShims.h).
 __attribute__((constructor)) static void choose_fence_mode(void) {
     const char *setting = getenv("SUBSCRIPTIONS_PROCESS_FENCE");
     int forced_off = setting && strcmp(setting, "off") == 0;
