@@ -351,7 +351,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         let me = _ThreadRecord.current
         var released: [_Route] = []
         let found = stripe.mutex.withLock { state -> _Entry? in
-            released = stripe.lockedReclaim(&state)
+            if !state.retired.isEmpty { released = stripe.lockedReclaim(&state) }
             if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
