@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Subscriptions
@@ -19,6 +20,41 @@ private final class SiteOwner {
 
 @Suite("Who subscribed where")
 struct CallSiteTests {
+    /// The table's lock-free cache of recent sites answers only for the very site asked: sites
+    /// that share a cache slot, a computed file ID equal to a literal one, and one that differs
+    /// only in its text (same length, same line) each get the table's answer, also while 4
+    /// threads intern them at once.
+    @Test func recentSitesAnswerOnlyForTheSiteAskedAlsoFromManyThreads() {
+        let sites = _CallSites.shared
+        let literal = "SubscriptionsTests/CacheProbe.swift"
+        let computed = String(["SubscriptionsTests", "CacheProbe.swift"].joined(separator: "/"))
+        let sameLength = "SubscriptionsTests/CacheProbX.swift"
+        // Lines 64 apart share a slot of the 64-slot cache (same file ID length).
+        let asked: [(String, Int)] = [
+            (literal, 9_001), (sameLength, 9_001), (literal, 9_065), (computed, 9_001), (sameLength, 9_065),
+        ]
+        let expected = asked.map { site -> (String, Int)? in
+            sites.site(sites.intern(site.0, site.1)).map { ($0.fileID, $0.line) }
+        }
+        for (site, answer) in zip(asked, expected) {
+            #expect(answer?.0 == site.0 && answer?.1 == site.1, "interned \(site) as \(String(describing: answer))")
+        }
+        #expect(sites.intern(literal, 9_001) == sites.intern(computed, 9_001))
+        #expect(sites.intern(literal, 9_001) != sites.intern(sameLength, 9_001))
+        let wrong = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for round in 0..<2_000 {
+                let site = asked[round % asked.count]
+                guard let answer = sites.site(sites.intern(site.0, site.1)) else {
+                    wrong.add(1, ordering: .relaxed)
+                    continue
+                }
+                if answer.fileID != site.0 || answer.line != site.1 { wrong.add(1, ordering: .relaxed) }
+            }
+        }
+        #expect(wrong.load(ordering: .relaxed) == 0, "a cached site answered for another one")
+    }
+
     @Test func debugDescriptionNamesTheNameTheCallSiteAndTheState() {
         let center = PostCenter()
         let line = #line + 1
