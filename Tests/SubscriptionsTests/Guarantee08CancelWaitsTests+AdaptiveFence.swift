@@ -50,12 +50,8 @@ extension Guarantee08CancelWaits {
                     }
                     _ = token
                 }
-                // No more cancels: the form goes back (bounded wait, 1,000 × the decay interval).
-                var waited = 0
-                while _fenceAdaptive() && _Fence.symmetric && waited < 1_000 {
-                    usleep(10_000)
-                    waited += 1
-                }
+                // No more cancels: the form goes back (bounded wait, `eventually`'s 10 s).
+                _ = eventually { !_fenceAdaptive() || !_Fence.symmetric }
                 let symmetricAtEnd = _Fence.symmetric
                 stop.store(true, ordering: .relaxed)
                 poster.join()

@@ -273,20 +273,12 @@ extension Guarantee08CancelWaits {
                 var tokens = (0..<20).map { _ in center.subscribe("edge.settle") { _ in } }
                 tokens.removeAll()
                 // Parked drops are settled by the job on a global queue (nothing else settles them here).
-                var waited = 0
-                while _Retirements.count != 0 && waited < 1_000 {
-                    usleep(10_000)
-                    waited += 1
-                }
+                _ = eventually { _Retirements.count == 0 }
                 let claimedWhileBoth = _ThreadRecord.claimedCount
                 idle.signal()
                 other.join()
                 // The exited thread's record goes with its exit (a key destructor): wait, bounded.
-                waited = 0
-                while _ThreadRecord.claimedCount != 1 && waited < 1_000 {
-                    usleep(10_000)
-                    waited += 1
-                }
+                _ = eventually { _ThreadRecord.claimedCount == 1 }
                 let before = _ThreadRecord.heavyFenceCount
                 center.subscribe("edge.settle") { _ in }.cancel()
                 let fences = _ThreadRecord.heavyFenceCount - before
