@@ -73,9 +73,15 @@ final class _Stripe: Sendable {
     /// reads its slot buffer, which the route's deinit frees. So the routes of a freed table go
     /// to the newest older table still read, and are released only with the oldest read table.
     /// (A post reads only the current table: a retired table that nobody reads after the fence
-    /// is never read again.)
+    /// is never read again.) Inlined for the common case, nothing retired, which every
+    /// `cancel()` asks about.
+    @inline(__always)
     func lockedReclaim(_ state: inout _StripeState) -> [_Route] {
-        guard !state.retired.isEmpty else { return [] }
+        state.retired.isEmpty ? [] : lockedReclaimRetired(&state)
+    }
+
+    /// `lockedReclaim` when some tables are retired.
+    private func lockedReclaimRetired(_ state: inout _StripeState) -> [_Route] {
         var released: [_Route] = []
         var kept: [(table: _NameTable, routes: [_Route])] = []
         _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) {
@@ -351,7 +357,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         let me = _ThreadRecord.current
         var released: [_Route] = []
         let found = stripe.mutex.withLock { state -> _Entry? in
-            if !state.retired.isEmpty { released = stripe.lockedReclaim(&state) }
+            released = stripe.lockedReclaim(&state)
             if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
