@@ -104,10 +104,13 @@ extension Guarantee08CancelWaits {
                 tokens.append(center.subscribe("batch.limit") { _ in withExtendedLifetime(capture) {} })
             }
             let idle = DispatchSemaphore(value: 0)
+            let posted = DispatchSemaphore(value: 0)
             let other = TestThread {
                 center.post("batch.limit.other")  // holds a record while the tokens go
+                posted.signal()
                 idle.wait()
             }
+            posted.wait()
             var longest = 0
             while !tokens.isEmpty {
                 tokens.removeLast()

@@ -227,7 +227,7 @@ extension Guarantee08CancelWaits {
         }
 
         /// A route that only grows frees the buffers it replaced once they hold `reclaimSlots`
-        /// slots, not only once 8 of them are retired: otherwise they add about one more buffer's
+        /// slots, not only once `reclaimBatch` of them are retired: otherwise they add about one more buffer's
         /// worth of memory to every subscription of a large route.
         @Test func aGrowingRouteFreesReplacedBuffersBeforeTheyHoldAsManySlotsAsReclaimSlots() {
             let center = PostCenter()
