@@ -21,6 +21,7 @@ let callgrindModes: [(name: String, help: String)] = [
     ("ncunheard", "NotificationCenter post to a name nobody observes, 1000 other names observed"),
     ("subcancel", "subscribe + cancel on a name holding 10 subscriptions"),
     ("subcancel100k", "subscribe + cancel on a name holding 100,000 subscriptions"),
+    ("subdrop", "subscribe + token drop (no cancel) on a name holding 10 subscriptions"),
     ("ncsubcancel", "NotificationCenter addObserver + removeObserver on a name with 10 observers"),
 ]
 
@@ -112,6 +113,11 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         expected = 0
         precondition(
             center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
+    case "subdrop":
+        subscribeMany(center, name, counter, 10, into: &tokens)
+        subscribeAndDrop(center, name, counter, iterations)
+        expected = 0
+        precondition(center.subscriptionCount(for: name) == 10, "subdrop: the name should still hold 10 subscriptions")
     case "ncsubcancel":
         let notificationName = Notification.Name(name)
         observeMany(foundation, notificationName, counter, 10, into: &observers)

@@ -65,9 +65,10 @@ final class _CallSites: @unchecked Sendable {
         // Acquiring: the site's fields were written before its address was stored (releasing).
         let bits = recent[slot].load(ordering: .acquiring)
         if bits != 0 {
-            let site = Unmanaged<Site>.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
-                .takeUnretainedValue()
-            if site.line == line && site.fileID == fileID { return site.id }
+            // Borrowed, not retained: the table keeps every site for the life of the table.
+            let id = Unmanaged<Site>.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+                ._withUnsafeGuaranteedRef { site in site.line == line && site.fileID == fileID ? site.id : nil }
+            if let id { return id }
         }
         guard let site = internLocked(fileID, line) else { return 0 }
         recent[slot].store(UInt(bitPattern: Unmanaged.passUnretained(site).toOpaque()), ordering: .releasing)

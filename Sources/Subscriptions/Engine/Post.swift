@@ -40,7 +40,7 @@ struct _PostStart {
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
-        let (token, _, live) = _insert(entry, to: key)
+        let (token, live) = _insertToken(entry, to: key)
         _noteSubscriptionCount(key, live)
         return token
     }
@@ -49,18 +49,29 @@ extension PostCenter {
     /// which keeps it alive) and the name's live count. Runs no user code, so it may be called
     /// under another lock (see `_addReplaying`).
     func _insert(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, route: _Route, live: Int) {
-        let stripe = _stripes[key.hash].takeUnretainedValue()
-        return stripe.mutex.withLock { state in
-            let route: _Route
-            if let existing = state.table.find(key) {
-                route = existing.takeUnretainedValue()
-            } else {
-                route = _Route(key: key, stripe: stripe)
-                stripe.lockedInsert(route, &state)
+        let (token, live) = _insertToken(entry, to: key)
+        return (token, unsafeDowncast(token._home, to: _Route.self), live)
+    }
+
+    /// `_insert` for callers that need no route: borrows the stripe and the route instead of
+    /// retaining them (the center owns its stripes, the stripe's table its routes, and the lock
+    /// is held), so the token's own reference is the only one taken.
+    @inline(__always)
+    func _insertToken(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, live: Int) {
+        _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+            stripe.mutex.withLock { state in
+                let token: Subscription
+                if let existing = state.table.find(key) {
+                    token = existing._withUnsafeGuaranteedRef { Subscription(home: $0, entry: entry) }
+                } else {
+                    let route = _Route(key: key, stripe: stripe)
+                    stripe.lockedInsert(route, &state)
+                    token = Subscription(home: route, entry: entry)
+                }
+                let route = unsafeDowncast(token._home, to: _Route.self)
+                token._seq = route.lockedAppend(entry)
+                return (token, route.live)
             }
-            let token = Subscription(home: route, entry: entry)
-            token._seq = route.lockedAppend(entry)
-            return (token, route, route.live)
         }
     }
 

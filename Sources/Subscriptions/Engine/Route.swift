@@ -221,7 +221,14 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         guard entry.index != _Entry.detached else { return }
         let bits = _SlotBuffer.bits(of: entry)
         buffer.clear(Int(entry.index))
-        for old in retired where seq.map({ old.lastSeq >= $0 }) ?? true {
+        // Buffers retire in order, so their `lastSeq`s never decrease: walk back from the newest
+        // and stop at the first one that ends before the entry (no older one can hold it either).
+        // Reading fewer headers matters: each is a cache miss on a different buffer.
+        var r = retired.count
+        while r > 0 {
+            r &-= 1
+            let old = retired[r]
+            if let seq, old.lastSeq < seq { break }
             if let i = old.index(of: bits) { old.clear(i) }
         }
         entry.index = _Entry.detached
