@@ -47,7 +47,8 @@ public final class Subscription: Hashable, @unchecked Sendable {
     }
 
     deinit {
-        _home._drop(self)
+        // Borrowed: the token holds its home until its stored properties are destroyed, after this.
+        Unmanaged.passUnretained(_home)._withUnsafeGuaranteedRef { $0._drop(self) }
     }
 
     /// Ends the registration.
