@@ -343,7 +343,8 @@ struct Guarantee08CancelWaits {
     /// reads), so the storage the post walks is one of several replaced ones that hold the
     /// dropped entries: each must lose them, not only the newest. A post already under way may
     /// still call a dropped handler, so only the other name's handlers are counted.
-    @Test(.tags(.mutantPin)) func dropFromAnotherThreadWhileAPostWalksOneOfSeveralReplacedSlotArraysNeverCallsAFreedEntry() {
+    @Test(.tags(.mutantPin))
+    func dropFromAnotherThreadWhileAPostWalksOneOfSeveralReplacedSlotArraysNeverCallsAFreedEntry() {
         for round in 0..<8 {
             let wrong = walkAReplacedSlotArrayWhileAnotherThreadCancels(round: round, drop: true)
             if wrong { break }
@@ -398,7 +399,9 @@ struct Guarantee08CancelWaits {
         poster.join()
         canceller.join()
         #expect(cancelsReturned, "round \(round): cancelling subscriptions whose handlers were not running waited")
-        if !drop { #expect(cancelledCalls.count == 0, "round \(round): a cancelled handler ran after cancel() returned") }
+        if !drop {
+            #expect(cancelledCalls.count == 0, "round \(round): a cancelled handler ran after cancel() returned")
+        }
         #expect(wrongCalls.count == 0, "round \(round): a post of \(name) called a handler of another name")
         #expect(lateCalls.count == 0, "round \(round): a handler subscribed during the post received it")
         #expect(returned.count == 1, "round \(round)")
