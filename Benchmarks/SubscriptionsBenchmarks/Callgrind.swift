@@ -22,6 +22,7 @@ let callgrindModes: [(name: String, help: String)] = [
     ("subcancel", "subscribe + cancel on a name holding 10 subscriptions"),
     ("subcancel100k", "subscribe + cancel on a name holding 100,000 subscriptions"),
     ("subdrop", "subscribe + token drop (no cancel) on a name holding 10 subscriptions"),
+    ("subdropposting", "subdrop while a second thread posts another name (for perf; callgrind serialises threads)"),
     ("ncsubcancel", "NotificationCenter addObserver + removeObserver on a name with 10 observers"),
 ]
 
@@ -113,11 +114,13 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         expected = 0
         precondition(
             center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
-    case "subdrop":
+    case "subdrop", "subdropposting":
         subscribeMany(center, name, counter, 10, into: &tokens)
+        let poster = mode == "subdropposting" ? BackgroundPoster(center: center, name: name + ".other") : nil
         subscribeAndDrop(center, name, counter, iterations)
+        if let poster { precondition(poster.stop() > 0, "subdropposting: the second thread posted nothing") }
         expected = 0
-        precondition(center.subscriptionCount(for: name) == 10, "subdrop: the name should still hold 10 subscriptions")
+        precondition(center.subscriptionCount(for: name) == 10, "\(mode): the name should still hold 10 subscriptions")
     case "ncsubcancel":
         let notificationName = Notification.Name(name)
         observeMany(foundation, notificationName, counter, 10, into: &observers)

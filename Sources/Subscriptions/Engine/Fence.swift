@@ -46,13 +46,13 @@ enum _Fence {
     /// or wait for); it runs with no lock of this type held and must not wait for other threads.
     ///
     /// With `onlyThread` (no other thread holds a record), no other thread can be inside a post,
-    /// and a full fence of the caller's own is enough. In the symmetric state, so is a full fence
-    /// inside a section, which keeps the state from moving back to asymmetric while `scan` runs.
+    /// and a full fence of the caller's own is enough: `onlyThread` must be the answer of
+    /// `_ThreadRecord.onlyThread` read after the stores the fence must order, and a `true` answer
+    /// comes with that full fence (see `_subscriptions_owns_only_record`), so none is run here.
+    /// In the symmetric state, a full fence inside a section is enough too: the section keeps
+    /// the state from moving back to asymmetric while `scan` runs.
     static func heavy<R>(onlyThread: Bool = false, then scan: () -> R) -> R {
-        if onlyThread {
-            atomicMemoryFence(ordering: .sequentiallyConsistent)
-            return scan()
-        }
+        if onlyThread { return scan() }
         if _subscriptions_section_begin() != 0 {
             defer { _subscriptions_section_end() }
             return scan()

@@ -85,7 +85,8 @@ enum _Retirements {
     static func flush() {
         let batch = take()
         guard !batch.isEmpty else { return }
-        let settled = _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) { sortOut(batch) }
+        let onlyThread = _ThreadRecord.onlyThread
+        let settled = _Fence.heavy(onlyThread: onlyThread) { sortOut(batch, onlyThread: onlyThread) }
         settled.finish()
     }
 
@@ -104,11 +105,12 @@ enum _Retirements {
 
     /// Sorts the entries of `batch` into those that no thread calls (to release) and the others
     /// (to orphan). Call inside a heavy fence's scan, after `take()`: a post that had not
-    /// published an entry by the fence reads its zeroed slot.
-    static func sortOut(_ batch: [_Entry]) -> Settled {
+    /// published an entry by the fence reads its zeroed slot. `onlyThread` is the one the fence
+    /// was given (then only the caller's own record can be calling an entry).
+    static func sortOut(_ batch: [_Entry], onlyThread: Bool) -> Settled {
         // One scan for the whole batch: the entries some frame is calling.
         var calling: Set<UInt> = []
-        _ThreadRecord.visitAll { r in r.forEachCall { calling.insert($0) } }
+        _ThreadRecord.visitAll(onlyThread: onlyThread) { r in r.forEachCall { calling.insert($0) } }
         var settled = Settled()
         for entry in batch {
             if calling.contains(_SlotBuffer.bits(of: entry)) {

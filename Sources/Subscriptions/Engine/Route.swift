@@ -84,10 +84,11 @@ final class _Stripe: Sendable {
     private func lockedReclaimRetired(_ state: inout _StripeState) -> [_Route] {
         var released: [_Route] = []
         var kept: [(table: _NameTable, routes: [_Route])] = []
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) {
+        let onlyThread = _ThreadRecord.onlyThread
+        _Fence.heavy(onlyThread: onlyThread) {
             for item in state.retired {
                 var read = false
-                _ThreadRecord.visitAll { read = read || $0.reads(item.table.bits) }
+                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(item.table.bits) }
                 if read {
                     kept.append(item)
                     continue
@@ -242,10 +243,11 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// any are retired.
     private func lockedReclaim() {
         guard !retired.isEmpty else { return }
-        _Fence.heavy(onlyThread: _ThreadRecord.onlyThread) {
+        let onlyThread = _ThreadRecord.onlyThread
+        _Fence.heavy(onlyThread: onlyThread) {
             retired.removeAll { old in
                 var read = false
-                _ThreadRecord.visitAll { read = read || $0.reads(old.bits) }
+                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(old.bits) }
                 if !read {
                     retiredSlots -= old.capacity
                     old.free()
@@ -390,8 +392,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
         // the cancelled state), and every call of the entry that may still run is visible.
         _Fence.heavy(onlyThread: onlyThread) {
-            if !parked.isEmpty { settled = _Retirements.sortOut(parked) }
-            _ThreadRecord.visitAll { r in
+            if !parked.isEmpty { settled = _Retirements.sortOut(parked, onlyThread: onlyThread) }
+            _ThreadRecord.visitAll(onlyThread: onlyThread) { r in
                 if r.calls(bits) {
                     if r == me { mine = true } else { others += 1 }
                 }

@@ -9,19 +9,25 @@ internal import _SubscriptionsShims
 /// and is unmapped once no scan is open (`withScan`). So a scan costs O(threads alive now), and a
 /// thread that exited costs no memory.
 ///
-/// **Layout** (machine words): `next` (the list link), the shim's limbo link, `depth` (frames in
-/// use), `posts` (posts in progress, for the nesting stop), `waitingFor` (the record whose call
-/// `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
+/// **Layout** (machine words): `next` (the list link), the shim's limbo link, `deferredStarts`
+/// (actor tasks to start when the current post ends), a spare word, `waitingFor` (the record whose
+/// call `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
 /// cancelled entry for this thread to release), `waitingOn` (the entry that wait is for), `prev`
-/// (the list link back, the shim's), then `frameCapacity` frames of four words: the `table` and
-/// `buffer` the frame's post reads (hazard pointers that keep them from being freed) and `at`, the
-/// address of the entry whose handler the frame is about to call or is calling (0 when none).
+/// (the list link back, the shim's), `depth` (frames in use), `posts` (posts in progress, for the
+/// nesting stop), then `frameCapacity` frames of four words: the `table` and `buffer` the frame's
+/// post reads (hazard pointers that keep them from being freed) and `at`, the address of the entry
+/// whose handler the frame is about to call or is calling (0 when none).
+///
+/// A record is page-aligned, so its first eight words fill one cache line, which its thread
+/// rarely writes; `depth`, `posts` and the first frame share the next line, which every post
+/// writes. A canceller scanning a posting thread's record then misses on one line, not two
+/// (walking the list reads `next`, and `calls(_:)` reads `depth` and the frames' `at`).
 struct _ThreadRecord: @unchecked Sendable, Equatable {
     // @unchecked: a pointer to a record that other threads read only inside a scan section
     // (`withScan`), which keeps it mapped; accessed through atomics only.
     let words: UnsafeMutablePointer<Atomic<UInt>>
 
-    static let headerWords = 9
+    static let headerWords = 10
     static let frameWords = 4
     /// Posts in progress on one thread plus queued or main-actor calls that run inside them.
     static let frameCapacity = PostCenter.maximumNestingDepth + 16
@@ -46,13 +52,13 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
 
     /// Frames in use. Written by the owner only.
     @inline(__always)
-    var depth: Int { Int(bitPattern: words[2].load(ordering: .relaxed)) }
+    var depth: Int { Int(bitPattern: words[8].load(ordering: .relaxed)) }
 
     /// Posts in progress on this thread (queued calls are not posts). Owner only.
     @inline(__always)
     var posts: Int {
-        get { Int(bitPattern: words[3].load(ordering: .relaxed)) }
-        nonmutating set { words[3].store(UInt(bitPattern: newValue), ordering: .relaxed) }
+        get { Int(bitPattern: words[9].load(ordering: .relaxed)) }
+        nonmutating set { words[9].store(UInt(bitPattern: newValue), ordering: .relaxed) }
     }
 
     /// The record this thread's `cancel()` waits for, or 0. Written by the owner only, after
@@ -86,8 +92,8 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Owner only.
     @inline(__always)
     var deferredStarts: UInt {
-        get { words[8].load(ordering: .relaxed) }
-        nonmutating set { words[8].store(newValue, ordering: .relaxed) }
+        get { words[2].load(ordering: .relaxed) }
+        nonmutating set { words[2].store(newValue, ordering: .relaxed) }
     }
 
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
@@ -109,7 +115,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     func push() -> Int {
         let f = depth
         if f >= _ThreadRecord.frameCapacity { _ThreadRecord.tooDeep() }
-        words[2].store(UInt(bitPattern: f &+ 1), ordering: .releasing)
+        words[8].store(UInt(bitPattern: f &+ 1), ordering: .releasing)
         return f
     }
 
@@ -128,7 +134,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         cell[2].store(0, ordering: .releasing)
         cell[1].store(0, ordering: .releasing)
         cell[0].store(0, ordering: .releasing)
-        words[2].store(UInt(bitPattern: f), ordering: .releasing)
+        words[8].store(UInt(bitPattern: f), ordering: .releasing)
         _Fence.light()
         if orphanNotice != 0 { _Orphans.collect(noticed: self) }
     }
@@ -149,7 +155,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Loads `at` with acquiring ordering, so that a canceller that sees the call over also sees
     /// everything the call did.
     func calls(_ bits: UInt) -> Bool {
-        let d = Int(bitPattern: words[2].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) where frame(f)[2].load(ordering: .acquiring) == bits {
             return true
         }
@@ -159,7 +165,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Calls `body` with the entry of every frame of this record that calls one (loaded like
     /// `calls(_:)`).
     func forEachCall(_ body: (UInt) -> Void) {
-        let d = Int(bitPattern: words[2].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) {
             let at = frame(f)[2].load(ordering: .acquiring)
             if at != 0 { body(at) }
@@ -168,7 +174,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
 
     /// Whether one of this record's frames reads the table or buffer at `bits`.
     func reads(_ bits: UInt) -> Bool {
-        let d = Int(bitPattern: words[2].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) {
             let cell = frame(f)
             if cell[0].load(ordering: .acquiring) == bits || cell[1].load(ordering: .acquiring) == bits {
@@ -186,6 +192,19 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         _ = _subscriptions_scan_begin()
         defer { _subscriptions_scan_end() }
         return body()
+    }
+
+    /// Calls `body` with the record of every thread that may be calling an entry: with
+    /// `onlyThread` (the answer of `onlyThread`, read after the stores this scan must see) only
+    /// the calling thread's own record, if it has one, since no other thread holds a record;
+    /// else every record (`visitAll`).
+    @inline(__always)
+    static func visitAll(onlyThread: Bool, _ body: (_ThreadRecord) -> Void) {
+        guard onlyThread else { return visitAll(body) }
+        // Its own record stays mapped while the thread runs: no scan section is needed.
+        if let mine = _subscriptions_record_if_claimed() {
+            body(_ThreadRecord(words: mine.assumingMemoryBound(to: Atomic<UInt>.self)))
+        }
     }
 
     /// Calls `body` with every record of a live thread (in a scan section of its own; `body`

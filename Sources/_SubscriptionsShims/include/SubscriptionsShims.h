@@ -94,6 +94,9 @@ static inline void *_subscriptions_record(long words) {
     return record ? record : _subscriptions_claim_record(words);
 }
 
+/// The calling thread's record, or NULL when it has none (never claims one).
+static inline void *_subscriptions_record_if_claimed(void) { return _subscriptions_current_record; }
+
 /// Opens a scan section and returns the first live record (`next` is word 0). Until the matching
 /// `_subscriptions_scan_end`, no record reachable from it, or from a record's `waitingFor` link
 /// read inside the section, is unmapped. Sections nest.
