@@ -292,6 +292,79 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// A thread alone (no other thread holds a record: the one-thread shortcut, which scans
+        /// only the caller's own record) that cancels from inside the handler itself still finds
+        /// its own call: `cancel()` returns, the call finishes, and the closure (with its
+        /// captures) goes only when the call ends, on that thread. With the own record skipped,
+        /// the closure would be released inside `cancel()`, while the handler still runs it. Run
+        /// in a child process, so that no other test's thread holds a record.
+        @Test func aLoneThreadCancellingInsideItsOwnHandlerKeepsTheClosureUntilTheCallEnds() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let log = ReleaseLog()
+                let callEnded = Flag()
+                let token = Reliability.Locked<Subscription?>(nil)
+                let ranAfterCancel = Flag()
+                do {
+                    let probe = ReleaseProbe(log, callEnded)
+                    token.withLock {
+                        $0 = center.subscribe("edge.alone.self") { _ in
+                            token.withLock { $0 }?.cancel()
+                            withExtendedLifetime(probe) {}
+                            ranAfterCancel.set()
+                            callEnded.set()
+                        }
+                    }
+                }
+                let claimed = _ThreadRecord.claimedCount
+                let delivered = center.post("edge.alone.self")
+                let entries = log.entries
+                let afterwards = center.post("edge.alone.self")
+                if claimed > 1 || delivered != 1 || !ranAfterCancel.isSet || entries.count != 1
+                    || !entries[0].afterTheCall || entries[0].thread != currentThreadID() || afterwards != 0
+                {
+                    print(
+                        "records \(claimed), delivered \(delivered), ran on after cancel \(ranAfterCancel.isSet), "
+                            + "releases \(entries.map { ($0.afterTheCall, $0.thread == currentThreadID()) }), "
+                            + "later post delivered \(afterwards)")
+                    exit(1)
+                }
+            }
+        }
+
+        /// A thread alone whose handler makes the engine replace the slot storage its own post is
+        /// walking, and then cancels: the cancel frees replaced storage (one-thread shortcut,
+        /// which reads only the caller's own record), but never the storage the post walks.
+        /// Fresh subscriptions of another name then take freed memory; when the post resumes it
+        /// calls none of them. Run in a child process, so that no other test's thread holds a
+        /// record (a freed walk usually crashes the child, which fails the test too).
+        @Test func aLoneThreadsCancelNeverFreesTheSlotStorageItsOwnPostWalks() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let name = "edge.alone.walk"
+                let wrong = Counter()
+                let late = Counter()
+                let held = Reliability.Locked<[Subscription]>([])
+                let first = center.subscribe(name) { _ in
+                    guard held.withLock({ $0.isEmpty }) else { return }
+                    var made = (0..<256).map { _ in center.subscribe(name) { _ in late.increment() } }
+                    made.removeLast().cancel()
+                    let fresh = (0..<512).map { _ in center.subscribe(name + ".fresh") { _ in wrong.increment() } }
+                    held.withLock { $0 = made + fresh }
+                }
+                let others = (0..<63).map { _ in center.subscribe(name) { _ in } }
+                let claimed = _ThreadRecord.claimedCount
+                let delivered = center.post(name)
+                if claimed > 1 || delivered != 64 || wrong.count != 0 || late.count != 0 {
+                    print(
+                        "records \(claimed), delivered \(delivered), other name's handlers \(wrong.count), late \(late.count)"
+                    )
+                    exit(1)
+                }
+                withExtendedLifetime((first, others)) {}
+            }
+        }
+
         /// Threads that posted and exited leave the set of records that cancels scan, and their
         /// records are unmapped: after 300 such threads, a scan visits as many records as threads
         /// hold one now. Run in a child process, so that the count is not other tests' threads.
