@@ -32,12 +32,14 @@
 #define SLOTE(e)    (2 * NT + (e))      /* entry e's slot in its route's current buffer          */
 #define NS 2                            /* slots per buffer (reclaim scenario)                   */
 #define SLOTB(b, i) (2 * NT + NE + 1 + ((b) - 1) * NS + (i))
+#define HINT(t)     (2 * NT + NE + 1 + 2 * NS + (t))   /* record t's routeHint (0: none yet)  */
 #ifdef ADAPTIVE
-#define FST         (2 * NT + NE + 1 + 2 * NS)   /* fence_state (ADAPTIVE)                    */
+#define FST         (3 * NT + NE + 1 + 2 * NS)   /* fence_state (ADAPTIVE)                    */
 #define NA          (FST + 1)
 #else
-#define NA          (2 * NT + NE + 1 + 2 * NS)
+#define NA          (3 * NT + NE + 1 + 2 * NS)
 #endif
+#define ROUTE 1                         /* the one route of every scenario: its routeHint value */
 #define IX(t, a)    ((t) * NA + (a))
 #define SBCAP 3
 
@@ -423,15 +425,30 @@ inline POP(me) {
     if :: note[me] -> COLLECT(me, me + 1, 0) :: else -> skip fi
 }
 
+/* _ThreadRecord.announce: the route hint, stored only when it changes, before the frame
+ * publishes what it calls and before that frame's fence (MUT_HINT_AFTER_FENCE: after it). */
+inline ANNOUNCE(me) {
+    if :: LOADV(me, HINT(me)) != ROUTE -> STORE(me, HINT(me), ROUTE) :: else -> skip fi
+}
+
+/* A canceller's filter (_ThreadRecord.mayCall(on:)): record t's hint names the route. */
+#define MAYCALL(me, t) (LOADV(me, HINT(t)) == ROUTE)
+
 /* A post that reaches entry e in its slot (Post._walk for one slot): at = e, light fence,
  * re-read the slot, check the state, call. */
 inline POST(me, e) {
     CLAIM(me);
+#ifndef MUT_HINT_AFTER_FENCE
+    ANNOUNCE(me);
+#endif
     p_s = LOADV(me, SLOTE(e));
     if
     :: p_s != 0 ->
         STORE(me, AT(me), e);
         LIGHT(me);
+#ifdef MUT_HINT_AFTER_FENCE
+        ANNOUNCE(me);
+#endif
 #ifndef MUT_NO_REREAD
         p_s = LOADV(me, SLOTE(e));
 #endif
@@ -454,6 +471,7 @@ inline POST(me, e) {
  * push a frame, at = e, light fence, check the state word, call, pop. */
 inline FRAMED_CALL(me, e) {
     CLAIM(me);
+    ANNOUNCE(me);
     STORE(me, AT(me), e);
     LIGHT(me);
     if
@@ -534,7 +552,7 @@ inline CANCEL(me, e, wait) {
         HEAVY(me, c_sec);
 #endif
         for (c_t : 0 .. NT - 1) {
-            c_hit = (claimed[c_t] && LOADV(me, AT(c_t)) == c_e);
+            c_hit = (claimed[c_t] && MAYCALL(me, c_t) && LOADV(me, AT(c_t)) == c_e);
             if
             :: c_hit ->
 #ifndef MUT_IGNORE_SELF

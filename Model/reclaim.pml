@@ -21,6 +21,7 @@ inline HANDLER(me, e) { skip }
 proctype poster(byte me) {
     THREAD_LOCALS;
     CLAIM(me);
+    ANNOUNCE(me);   /* _inPostFrame: before the buffer's publication */
     /* _publishStable: publish, fence, re-read until the two agree */
     p_b = LOADV(me, PUB);
     do
@@ -67,7 +68,7 @@ proctype subscriber(byte me) {
 #endif
     p_s = 0;
     for (p_i : 0 .. NT - 1) {
-        if :: claimed[p_i] && LOADV(me, HP(p_i)) == 1 -> p_s = 1 :: else -> skip fi
+        if :: claimed[p_i] && MAYCALL(me, p_i) && LOADV(me, HP(p_i)) == 1 -> p_s = 1 :: else -> skip fi
     }
     SECTION_END(me, p_sec);
     if :: p_s == 0 -> freed[1] = 1 :: else -> skip fi;

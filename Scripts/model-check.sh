@@ -124,6 +124,7 @@ mutant MUT_NO_HP_REREAD        reclaim asymmetric a post publishes its buffer ha
 mutant MUT_RECLAIM_NO_HEAVY    reclaim asymmetric reclaim frees a retired buffer without the heavy fence
 mutant MUT_NO_HEAVY            cancel  asymmetric cancel scans the records without the heavy fence
 mutant MUT_NO_REREAD           cancel  asymmetric a post reads the entry without re-reading the slot after publishing at
+mutant MUT_HINT_AFTER_FENCE    cancel  symmetric  a post stores its route hint after its full fence, so a canceller may skip its frame
 mutant MUT_SYM_LIGHT_NOOP      cancel  symmetric  the symmetric mode without the posts' full fence
 mutant MUT_IGNORE_SELF         cancel  asymmetric a cancel from inside the handler itself does not see its own frame
 mutant MUT_NO_SECOND_SWEEP     cancel  asymmetric an orphan collect without the fence and second sweep

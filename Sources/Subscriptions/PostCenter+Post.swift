@@ -48,7 +48,10 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
-        _heard(_post(topic._key, payload, direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
+        _heard(
+            _post(
+                topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
+                sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -60,6 +63,9 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
-        _heard(_post(topic._key, (), direct: topic._direct, main: topic._mainDirect, sender: sender), topic._key)
+        _heard(
+            _post(
+                topic._key, (), direct: topic._direct, main: topic._mainDirect, envelope: false, sender: sender),
+            topic._key)
     }
 }

@@ -27,6 +27,9 @@ public struct Topic<Payload>: Hashable, Sendable {
     /// `_MainHandler`). Computed here, once: a post that runs unspecialised would otherwise ask
     /// the runtime for the metadata of `_MainHandler<Payload>` (a hash-table lookup) per handler.
     let _mainDirect: ObjectIdentifier
+    /// Whether `Payload` is `PostObject` (posts of such a topic take the envelope path). Computed
+    /// here, once: an unspecialised post would otherwise fetch and compare type metadata.
+    let _envelope: Bool
 
     /// Creates a topic for `name`.
     ///
@@ -36,6 +39,7 @@ public struct Topic<Payload>: Hashable, Sendable {
         self._key = _NameKey(name)
         self._direct = ObjectIdentifier(_Handler<Payload>.self)
         self._mainDirect = ObjectIdentifier(_MainHandler<Payload>.self)
+        self._envelope = Payload.self == PostObject.self
     }
 
     /// Topics are equal when their names are.

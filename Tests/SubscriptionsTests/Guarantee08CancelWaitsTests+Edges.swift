@@ -292,6 +292,46 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// A canceller skips the frames of a thread whose route hint names another route
+        /// (`_ThreadRecord.announce`); the hint must follow the thread. Thread P posts one name,
+        /// then another whose handler blocks (`switched`), or posts a name whose handler posts a
+        /// second name and then blocks (`nested`: the outer frame goes on calling after the
+        /// inner post ended). Another thread cancels the blocked handler's subscription:
+        /// `cancel()` returns only after the handler did. The short pause only lets the canceller
+        /// reach its wait; a slow machine can miss a bug, never fail a correct engine.
+        @Test(arguments: ["switched", "nested"])
+        func cancelWaitsForAHandlerWhoseThreadPostedAnotherNameBefore(_ shape: String) {
+            let center = PostCenter()
+            let started = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let finished = Flag()
+            let block: @Sendable (PostObject) -> Void = { _ in
+                if shape == "nested" { center.post("edge.hint.inner") }
+                started.signal()
+                release.wait()
+                finished.set()
+            }
+            let inner = center.subscribe("edge.hint.inner") { _ in }
+            let before = center.subscribe("edge.hint.before") { _ in }
+            let token = center.subscribe("edge.hint.blocks", handler: block)
+            let poster = TestThread {
+                if shape == "switched" { center.post("edge.hint.before") }
+                center.post("edge.hint.blocks")
+            }
+            started.wait()
+            let returnedAfterTheHandler = Flag()
+            let canceller = TestThread {
+                token.cancel()
+                if finished.isSet { returnedAfterTheHandler.set() }
+            }
+            usleep(50_000)
+            release.signal()
+            canceller.join()
+            poster.join()
+            #expect(returnedAfterTheHandler.isSet, "\(shape): cancel() returned while the handler was still running")
+            withExtendedLifetime((inner, before)) {}
+        }
+
         /// A thread alone (no other thread holds a record: the one-thread shortcut, which scans
         /// only the caller's own record) that cancels from inside the handler itself still finds
         /// its own call: `cancel()` returns, the call finishes, and the closure (with its

@@ -159,7 +159,8 @@ extension PostCenter {
     func _inPostFrame(_ key: _NameKey, _ body: (_PostStart) -> Int) -> Int {
         let record = _ThreadRecord.current
         let f = record.push()
-        let posts = record.posts &+ 1
+        // The outermost frame is the only post in progress (no frame, no post before it).
+        let posts = f == 0 ? 1 : record.posts &+ 1
         record.posts = posts
         if posts > 1 { _checkNesting(key, posts &- 1) }
         var delivered = 0
@@ -167,6 +168,8 @@ extension PostCenter {
         let tableBits = _publishStable(
             { stripe._withUnsafeGuaranteedRef { $0.table.load(ordering: .acquiring) } }, { record.setTable(f, $0) })
         if let route = _NameTable(bits: tableBits).find(key) {
+            // Before the fence of the buffer's publication, so before any `at` of this frame.
+            record.announce(f, route: UInt(bitPattern: route.toOpaque()))
             let bufferBits = _publishStable(
                 { route._withUnsafeGuaranteedRef { $0.published.load(ordering: .acquiring) } },
                 { record.setBuffer(f, $0) })
@@ -195,11 +198,13 @@ extension PostCenter {
     }
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
+    /// `envelope` tells whether `Payload` is `PostObject` (the topic's `_envelope`).
     @inline(__always)
     func _post<Payload>(
-        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, sender: AnyObject?
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, envelope: Bool,
+        sender: AnyObject?
     ) -> Int {
-        if Payload.self == PostObject.self {
+        if envelope {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             return _post(key, sender: sender) { object }
         }

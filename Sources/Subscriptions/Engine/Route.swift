@@ -144,6 +144,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         buffer.free()
     }
 
+    /// This route's address: what a thread record's `routeHint` names (see `_ThreadRecord.announce`).
+    @inline(__always)
+    var _routeBits: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+
     /// Slots in the current buffer (live entries and tombstones). For tests.
     var _slotCount: Int { stripe.mutex.withLock { _ in buffer.count } }
 
@@ -247,7 +251,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _Fence.heavy(onlyThread: onlyThread) {
             retired.removeAll { old in
                 var read = false
-                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(old.bits) }
+                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(old.bits, on: _routeBits) }
                 if !read {
                     retiredSlots -= old.capacity
                     old.free()
@@ -302,6 +306,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     func _beginQueuedCall(_ entry: _Entry) -> Int? {
         let me = _ThreadRecord.current
         let f = me.push()
+        me.announce(f, route: _routeBits)
         me.setAt(f, _SlotBuffer.bits(of: entry))
         _Fence.light()
         let state = entry.state.load(ordering: .relaxed)
@@ -378,7 +383,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         guard let entry = found else { return }
         let bits = _SlotBuffer.bits(of: entry)
         let onlyThread = _ThreadRecord.onlyThread
-        if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits) {
+        let routeBits = _routeBits
+        if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits, on: routeBits) {
             // A drop that sees no call under way: one heavy fence later serves a whole batch.
             // (In the symmetric mode the heavy fence is a plain full fence: nothing to save.)
             _Retirements.retire(entry)
@@ -394,7 +400,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _Fence.heavy(onlyThread: onlyThread) {
             if !parked.isEmpty { settled = _Retirements.sortOut(parked, onlyThread: onlyThread) }
             _ThreadRecord.visitAll(onlyThread: onlyThread) { r in
-                if r.calls(bits) {
+                if r.calls(bits, on: routeBits) {
                     if r == me { mine = true } else { others += 1 }
                 }
             }

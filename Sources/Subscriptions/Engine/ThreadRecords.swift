@@ -10,7 +10,7 @@ internal import _SubscriptionsShims
 /// thread that exited costs no memory.
 ///
 /// **Layout** (machine words): `next` (the list link), the shim's limbo link, `deferredStarts`
-/// (actor tasks to start when the current post ends), a spare word, `waitingFor` (the record whose
+/// (actor tasks to start when the current post ends), `routeHint` (see `announce`), `waitingFor` (the record whose
 /// call `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
 /// cancelled entry for this thread to release), `waitingOn` (the entry that wait is for), `prev`
 /// (the list link back, the shim's), `depth` (frames in use), `posts` (posts in progress, for the
@@ -96,6 +96,32 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         nonmutating set { words[2].store(newValue, ordering: .relaxed) }
     }
 
+    /// `routeHint` of a thread whose frames may be calling entries of several routes.
+    static let anyRoute: UInt = 1
+
+    /// Publishes, before frame `f` publishes an entry of `route` it calls (and before that
+    /// frame's fence), which route this thread's frames may be calling: `route` for the
+    /// outermost frame (no other frame is open), `anyRoute` for a nested one. The word stays
+    /// after the frame closes, and is written only when it changes: a thread that keeps posting
+    /// one name writes it once, so it stays in the caches of the threads that read it. A
+    /// canceller reads it first (`calls(_:on:)`) and skips the record's frames, a cache line
+    /// every post writes, when it names another route: a frame about to call an entry of
+    /// `route` stored its hint before its fence, so a canceller that cleared the entry's slot
+    /// and fenced before the frame re-read the slot sees the hint (the same argument as for
+    /// `at`, DESIGN.md "Post").
+    @inline(__always)
+    func announce(_ f: Int, route: UInt) {
+        let hint = f == 0 ? route : _ThreadRecord.anyRoute
+        if words[3].load(ordering: .relaxed) != hint { words[3].store(hint, ordering: .relaxed) }
+    }
+
+    /// Whether this record's thread may be calling entries of `route` (its `routeHint`).
+    @inline(__always)
+    func mayCall(on route: UInt) -> Bool {
+        let hint = words[3].load(ordering: .acquiring)
+        return hint == route || hint == _ThreadRecord.anyRoute
+    }
+
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
     @inline(__always)
     var orphanNotice: UInt { words[5].load(ordering: .relaxed) }
@@ -160,6 +186,19 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
             return true
         }
         return false
+    }
+
+    /// `calls(_:)` for an entry of `route`, reading the frames only when the thread may be
+    /// calling entries of that route (`mayCall(on:)`).
+    @inline(__always)
+    func calls(_ bits: UInt, on route: UInt) -> Bool {
+        mayCall(on: route) && calls(bits)
+    }
+
+    /// `reads(_:)` for a slot buffer of `route`, filtered like `calls(_:on:)`.
+    @inline(__always)
+    func reads(_ bits: UInt, on route: UInt) -> Bool {
+        mayCall(on: route) && reads(bits)
     }
 
     /// Calls `body` with the entry of every frame of this record that calls one (loaded like
@@ -233,9 +272,9 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Whether a record is seen calling the entry `bits` without any fence first: `true` is
     /// certain (the call may have ended since), `false` may miss a call whose frame is not visible
     /// yet. For choosing between paths that are both correct.
-    static func anyVisiblyCalls(_ bits: UInt) -> Bool {
+    static func anyVisiblyCalls(_ bits: UInt, on route: UInt) -> Bool {
         var seen = false
-        visitAll { r in seen = seen || r.calls(bits) }
+        visitAll { r in seen = seen || r.calls(bits, on: route) }
         return seen
     }
 
