@@ -19,6 +19,21 @@ struct Guarantee13TopicsShareNames {
         withExtendedLifetime(token) {}
     }
 
+    /// A `Topic<PostObject>` posts envelopes: posting one through it is posting it by name, so a
+    /// plain subscriber receives that very envelope (not another one wrapping it), flag and
+    /// sender included.
+    @Test(.tags(.pin)) func anEnvelopePostedThroughATopicOfEnvelopesReachesPlainSubscribersAsItself() {
+        let center = PostCenter()
+        let seen = Recorder<PostObject>()
+        let token = center.subscribe("topic.envelopes") { post in seen.append(post) }
+        let sent = PostObject(flag: "sso", data: User("ann"))
+        #expect(center.post(Topic<PostObject>("topic.envelopes"), sent) == 1)
+        #expect(seen.values.count == 1)
+        #expect(seen.values.first === sent)
+        #expect(seen.values.first?.flag == "sso")
+        withExtendedLifetime(token) {}
+    }
+
     @Test(.tags(.pin)) func topicSubscriberReceivesPlainPostsWhoseDataIsItsPayloadType() {
         let center = PostCenter()
         let seen = Recorder<String>()
