@@ -57,6 +57,14 @@ int _subscriptions_fence_adaptive(void) { return adaptive; }
 
 long _subscriptions_sections_opened(void) { return atomic_load_explicit(&sections_opened, memory_order_relaxed); }
 
+// Sections open on the calling thread. An open section is also a scan section: records are
+// unmapped only when no section of either kind is open (`free_limbo_if_quiet`), and the section
+// counted itself in and fenced before any load of the list, so the scans inside it need not count
+// themselves in and fence again (`_subscriptions_scan_begin`).
+static __thread int sections_here = 0;
+
+static void free_limbo_soon(void);
+
 int _subscriptions_section_begin(void) {
     // Counted in before the state is read (both sequentially consistent): a switch back that
     // moved the state first makes this read see it; one that moved it later sees this count
@@ -64,16 +72,18 @@ int _subscriptions_section_begin(void) {
     atomic_fetch_add_explicit(&open_sections, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&_subscriptions_fence_state, memory_order_seq_cst) == 2) {
         atomic_thread_fence(memory_order_seq_cst);
+        sections_here += 1;
         return 1;
     }
-    atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release);
+    if (atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release) == 1) free_limbo_soon();
     return 0;
 }
 
 void _subscriptions_section_end(void) {
+    sections_here -= 1;
     atomic_fetch_add_explicit(&sections_opened, 1, memory_order_relaxed);
     // Releasing: the section's stores and scan happen before a switch back that sees it closed.
-    atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release);
+    if (atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release) == 1) free_limbo_soon();
 }
 
 int _subscriptions_heavy_fence(void) {
@@ -144,13 +154,15 @@ long _subscriptions_heavy_fence_count(void) {
     return atomic_load_explicit(&heavy_fences, memory_order_relaxed);
 }
 
-// Unmaps the parked records when no scan section is open. Called with records_lock held.
+// Unmaps the parked records when no scan section (and no fence section, which is one too) is
+// open. Called with records_lock held.
 static void free_limbo_if_quiet(void) {
     if (!limbo) return;
-    // Orders the unlinks (earlier, under this lock) before the load of the scan count: a scanner
+    // Orders the unlinks (earlier, under this lock) before the loads of the counts: a scanner
     // that counted itself in after this fence loads a head that no longer leads to them.
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&open_scans, memory_order_seq_cst) != 0) return;
+    if (atomic_load_explicit(&open_sections, memory_order_seq_cst) != 0) return;
     while (limbo) {
         uintptr_t *next = (uintptr_t *)limbo[1];
         munmap(limbo, record_bytes);
@@ -208,19 +220,27 @@ void *_subscriptions_claim_record(long words) {
 }
 
 void *_subscriptions_scan_begin(void) {
+    // Inside a fence section of this thread, which counted itself in and fenced already.
+    if (sections_here > 0) return atomic_load_explicit(&first_record, memory_order_seq_cst);
     atomic_fetch_add_explicit(&open_scans, 1, memory_order_seq_cst);
     atomic_thread_fence(memory_order_seq_cst);
     return atomic_load_explicit(&first_record, memory_order_seq_cst);
 }
 
-void _subscriptions_scan_end(void) {
-    long before = atomic_fetch_sub_explicit(&open_scans, 1, memory_order_release);
-    if (before == 1 && atomic_load_explicit(&limbo_pending, memory_order_relaxed)) {
+// Unmaps parked records if the lock is free and no section is open (the last section to close
+// calls this; a busy lock means a claim or a release, which tries itself).
+static void free_limbo_soon(void) {
+    if (atomic_load_explicit(&limbo_pending, memory_order_relaxed)) {
         if (pthread_mutex_trylock(&records_lock) == 0) {
             free_limbo_if_quiet();
             pthread_mutex_unlock(&records_lock);
         }
     }
+}
+
+void _subscriptions_scan_end(void) {
+    if (sections_here > 0) return;
+    if (atomic_fetch_sub_explicit(&open_scans, 1, memory_order_release) == 1) free_limbo_soon();
 }
 
 long _subscriptions_claimed_records(void) {
