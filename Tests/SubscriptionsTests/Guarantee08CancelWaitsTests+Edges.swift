@@ -434,5 +434,39 @@ extension Guarantee08CancelWaits {
                 }
             }
         }
+
+        /// Records of exiting threads are unmapped only when no scan is open, and a cancel's
+        /// fence section (the symmetric form, which cancels beside a posting thread switch to, or
+        /// the fixed one of `SUBSCRIPTIONS_PROCESS_FENCE=off`) is a scan section too. Threads that
+        /// post once and exit, over and over, while this thread cancels beside a posting thread:
+        /// a record unmapped under a scan's walk would crash the child. Run in a child process,
+        /// so that a crash fails this test only.
+        @Test func recordsOfExitingThreadsStayMappedWhileCancelsWalkThem() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let token = center.subscribe("edge.exiting") { _ in }
+                let stop = Flag()
+                let poster = TestThread { while !stop.isSet { center.post("edge.exiting.other") } }
+                let churn = TestThread {
+                    for _ in 0..<400 {
+                        let threads = (0..<4).map { _ in TestThread { center.post("edge.exiting") } }
+                        for thread in threads { thread.join() }
+                    }
+                    stop.set()
+                }
+                var cancels = 0
+                while !stop.isSet {
+                    center.subscribe("edge.exiting") { _ in }.cancel()
+                    cancels += 1
+                }
+                churn.join()
+                poster.join()
+                withExtendedLifetime(token) {}
+                if cancels == 0 {
+                    print("no cancel ran while the threads came and went")
+                    exit(1)
+                }
+            }
+        }
     }
 }
