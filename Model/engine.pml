@@ -541,8 +541,11 @@ inline CANCEL(me, e, wait) {
     if
     :: tok[c_e] ->
         tok[c_e] = 0; c_found = 1;
+        /* Route.cancel stores both relaxed: the unlock's read-modify-write drains them (x86),
+         * and the heavy fence after it orders them in any case. `state` is not a buffered word
+         * of this model: its store takes effect where the slot's leaves the buffer at the latest. */
         SCSET(me, state[c_e], CANCELLED);
-        SCSTORE(me, SLOTE(c_e), 0)
+        STORE(me, SLOTE(c_e), 0)
     :: else -> skip
     fi;
     UNLOCK(me, STRIPE);
@@ -629,7 +632,7 @@ inline DROP(me, e) {
     :: tok[e] ->
         tok[e] = 0;
         SCSET(me, state[e], CANCELLED);
-        SCSTORE(me, SLOTE(e), 0);
+        STORE(me, SLOTE(e), 0);   /* relaxed, as in CANCEL */
         batch = batch | (1 << e)
     :: else -> skip
     fi;

@@ -26,8 +26,11 @@ static _Atomic long heavy_fences = 0;
 static int fence_available = 0;
 static int adaptive = 0;                     // the state may move (set once, before main)
 static _Atomic long open_sections = 0;       // sections open now
-static _Atomic long sections_opened = 0;     // sections opened so far (for the switch back)
-static long sections_seen = 0;               // its value at the last try (the switching job's)
+// Set when a section ends, cleared by the switching job's try: whether a section ran since the
+// last try. A flag, not a count: sections store it only while it reads 0, so a burst of them
+// (every cancel in the symmetric form) writes the shared line once per try, not once each.
+static _Atomic int section_seen = 0;
+static __thread long sections_opened_here = 0;   // sections this thread opened (for tests)
 
 // Runs before main (and before any Swift code of the library): chooses the fence form the process
 // starts with, and whether it may move at run time (see SubscriptionsShims.h).
@@ -55,7 +58,7 @@ int _subscriptions_process_fence_available(void) { return fence_available; }
 
 int _subscriptions_fence_adaptive(void) { return adaptive; }
 
-long _subscriptions_sections_opened(void) { return atomic_load_explicit(&sections_opened, memory_order_relaxed); }
+long _subscriptions_sections_opened(void) { return sections_opened_here; }
 
 // Sections open on the calling thread. An open section is also a scan section: records are
 // unmapped only when no section of either kind is open (`free_limbo_if_quiet`), and the section
@@ -81,7 +84,10 @@ int _subscriptions_section_begin(void) {
 
 void _subscriptions_section_end(void) {
     sections_here -= 1;
-    atomic_fetch_add_explicit(&sections_opened, 1, memory_order_relaxed);
+    sections_opened_here += 1;
+    if (!atomic_load_explicit(&section_seen, memory_order_relaxed)) {
+        atomic_store_explicit(&section_seen, 1, memory_order_relaxed);
+    }
     // Releasing: the section's stores and scan happen before a switch back that sees it closed.
     if (atomic_fetch_sub_explicit(&open_sections, 1, memory_order_release) == 1) free_limbo_soon();
 }
@@ -112,11 +118,7 @@ int _subscriptions_heavy_fence(void) {
 }
 
 int _subscriptions_try_switch_off(void) {
-    long opened = atomic_load_explicit(&sections_opened, memory_order_relaxed);
-    if (opened != sections_seen) {
-        sections_seen = opened;
-        return 0;
-    }
+    if (atomic_exchange_explicit(&section_seen, 0, memory_order_relaxed)) return 0;
     int expected = 2;
     if (!atomic_compare_exchange_strong_explicit(
             &_subscriptions_fence_state, &expected, 3, memory_order_seq_cst, memory_order_relaxed)) {

@@ -222,10 +222,14 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// `seq` is the entry's sequence number (kept by its token, not in the entry, which keeps
     /// entries small): retired buffers whose last entry came before it cannot hold the entry and
     /// are skipped. `nil` (a firing one-shot, `removeObserver`) searches every retired buffer.
-    func lockedDetach(_ entry: _Entry, seq: UInt? = nil, _ state: inout _StripeState) {
+    ///
+    /// `fenceFollows`: the caller runs a full fence (or parks the entry for a batch that does)
+    /// before it reads a thread record, so the slots may be zeroed with relaxed stores (see
+    /// `_SlotBuffer.clear`).
+    func lockedDetach(_ entry: _Entry, seq: UInt? = nil, fenceFollows: Bool = false, _ state: inout _StripeState) {
         guard entry.index != _Entry.detached else { return }
         let bits = _SlotBuffer.bits(of: entry)
-        buffer.clear(Int(entry.index))
+        buffer.clear(Int(entry.index), fenceFollows: fenceFollows)
         // Buffers retire in order, so their `lastSeq`s never decrease: walk back from the newest
         // and stop at the first one that ends before the entry (no older one can hold it either).
         // Reading fewer headers matters: each is a cache miss on a different buffer.
@@ -234,7 +238,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             r &-= 1
             let old = retired[r]
             if let seq, old.lastSeq < seq { break }
-            if let i = old.index(of: bits) { old.clear(i) }
+            if let i = old.index(of: bits) { old.clear(i, fenceFollows: fenceFollows) }
         }
         entry.index = _Entry.detached
         live -= 1
@@ -375,8 +379,11 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
-            entry.state.store(_Entry.cancelled, ordering: .sequentiallyConsistent)
-            lockedDetach(entry, seq: token._seq, &state)
+            // Relaxed: every path below runs a full fence before it reads a record (a heavy
+            // fence, a section's, the one-thread answer's), or parks the entry for a batch whose
+            // settling thread takes it under the batch's lock and then fences.
+            entry.state.store(_Entry.cancelled, ordering: .relaxed)
+            lockedDetach(entry, seq: token._seq, fenceFollows: true, &state)
             return entry
         }
         withExtendedLifetime(released) {}

@@ -82,10 +82,18 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
         words[_SlotBuffer.headerWords &+ i].load(ordering: .relaxed)
     }
 
-    /// Zeroes slot `i`. Sequentially consistent, so that it is ordered before the canceller's
-    /// later loads of thread records in the symmetric protocol as well.
-    func clear(_ i: Int) {
-        words[_SlotBuffer.headerWords + i].store(0, ordering: .sequentiallyConsistent)
+    /// Zeroes slot `i`. Sequentially consistent (`fenceFollows == false`), so that it is ordered
+    /// before the caller's later loads of thread records without a fence; relaxed when the caller
+    /// runs a full fence (a heavy fence, a section's, the one-thread shortcut's) or parks the
+    /// entry for a batch (whose settling thread acquires it through the batch's lock, then
+    /// fences) before it reads any record.
+    @inline(__always)
+    func clear(_ i: Int, fenceFollows: Bool = false) {
+        if fenceFollows {
+            words[_SlotBuffer.headerWords + i].store(0, ordering: .relaxed)
+        } else {
+            words[_SlotBuffer.headerWords + i].store(0, ordering: .sequentiallyConsistent)
+        }
     }
 
     /// Appends `bits` (the caller holds the route's lock and checked the capacity).

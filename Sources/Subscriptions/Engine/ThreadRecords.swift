@@ -284,8 +284,8 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// How many times the process-wide (heavy) fence ran. For tests.
     static var heavyFenceCount: Int { _subscriptions_heavy_fence_count() }
 
-    /// How many heavy fences ran without the one-thread shortcut: the process-wide ones and the
-    /// symmetric form's sections. For tests.
+    /// How many heavy fences ran without the one-thread shortcut: the process-wide ones (of any
+    /// thread) and the symmetric form's sections of the calling thread. For tests.
     static var unsharedFenceCount: Int { _subscriptions_heavy_fence_count() + _subscriptions_sections_opened() }
 
     /// Whether waiting for `start` to stop calling `entry` would close a cycle: following the

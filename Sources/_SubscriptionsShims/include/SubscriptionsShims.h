@@ -57,7 +57,7 @@ int _subscriptions_fence_adaptive(void);
 /// `_subscriptions_section_end`; returns 0 (and opens nothing) otherwise.
 int _subscriptions_section_begin(void);
 
-/// How many sections were opened so far. For tests.
+/// How many sections the calling thread opened so far. For tests.
 long _subscriptions_sections_opened(void);
 
 /// Closes the section opened by `_subscriptions_section_begin` (which returned 1).
