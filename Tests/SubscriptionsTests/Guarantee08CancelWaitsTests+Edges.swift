@@ -333,11 +333,12 @@ extension Guarantee08CancelWaits {
         }
 
         /// A thread alone (no other thread holds a record: the one-thread shortcut, which scans
-        /// only the caller's own record) that cancels from inside the handler itself still finds
-        /// its own call: `cancel()` returns, the call finishes, and the closure (with its
-        /// captures) goes only when the call ends, on that thread. With the own record skipped,
-        /// the closure would be released inside `cancel()`, while the handler still runs it. Run
-        /// in a child process, so that no other test's thread holds a record.
+        /// only the caller's own record) that cancels from inside the handler itself: `cancel()`
+        /// returns, the call finishes, and the closure (with its captures) goes only when the call
+        /// ends, on that thread (`Subscription.cancel()`'s contract for a cancel from inside the
+        /// handler). It does not catch a scan that skips the caller's own record: the running call
+        /// holds its closure's context either way (`aLoneThreadsCancelNeverFreesTheSlotStorage…`
+        /// does). Run in a child process, so that no other test's thread holds a record.
         @Test func aLoneThreadCancellingInsideItsOwnHandlerKeepsTheClosureUntilTheCallEnds() async {
             await #expect(processExitsWith: .success) {
                 let center = PostCenter()
