@@ -108,11 +108,15 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// every post writes, when it names another route: a frame about to call an entry of
     /// `route` stored its hint before its fence, so a canceller that cleared the entry's slot
     /// and fenced before the frame re-read the slot sees the hint (the same argument as for
-    /// `at`, DESIGN.md "Post").
+    /// `at`, DESIGN.md "Post"). The store releases: a canceller that skips the frames because it
+    /// read a new hint thereby acquires everything the thread did before, its calls of the
+    /// entry under the old hint included (as a frame's `pop` releases for one that reads the
+    /// frames), so `releaseHandler()` comes after those calls in the memory model, not only on
+    /// x86 (where a store releases anyway: the same instruction).
     @inline(__always)
     func announce(_ f: Int, route: UInt) {
         let hint = f == 0 ? route : _ThreadRecord.anyRoute
-        if words[3].load(ordering: .relaxed) != hint { words[3].store(hint, ordering: .relaxed) }
+        if words[3].load(ordering: .relaxed) != hint { words[3].store(hint, ordering: .releasing) }
     }
 
     /// Whether this record's thread may be calling entries of `route` (its `routeHint`).
