@@ -436,6 +436,85 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// The hint directory that cancels read (`_ThreadRecord.visitHinted`) follows the threads
+        /// alive now: 40 threads that posted and wait hold 40 more slots, and once they exited
+        /// the slots in use fall back to the one of this thread, so a scan after a burst reads no
+        /// more slots than before it. Run in a child process, so that no other test's thread
+        /// holds a slot.
+        @Test func theHintDirectoryFallsBackToTheThreadsAliveNow() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                _ = _ThreadRecord.current
+                let before = _ThreadRecord.hintSlotsInUse
+                let gate = DispatchSemaphore(value: 0)
+                let posted = DispatchSemaphore(value: 0)
+                let threads = (0..<40).map { _ in
+                    TestThread {
+                        center.post("edge.directory")
+                        posted.signal()
+                        gate.wait()
+                    }
+                }
+                for _ in threads { posted.wait() }
+                let during = _ThreadRecord.hintSlotsInUse
+                for _ in threads { gate.signal() }
+                for thread in threads { thread.join() }
+                // A joined thread's record goes with its exit (a key destructor): wait, bounded.
+                let fellBack = eventually { _ThreadRecord.hintSlotsInUse == before }
+                if before != 1 || during != 41 || !fellBack || !_ThreadRecord.hintsComplete {
+                    print(
+                        "slots in use: \(before) before, \(during) with 40 threads, "
+                            + "\(_ThreadRecord.hintSlotsInUse) after (claimed \(_ThreadRecord.claimedCount))")
+                    exit(1)
+                }
+            }
+        }
+
+        /// A thread whose record got no hint-directory slot (the directory full: here made so by
+        /// limiting it to the slots in use) is still found: while one exists, cancels walk the
+        /// list of records. Thread P, without a slot, posts one name and then one whose handler
+        /// blocks; `cancel()` on another thread returns only after the handler did. Run in a
+        /// child process, so that the limit touches no other test.
+        @Test func cancelWaitsForAHandlerOnAThreadTheHintDirectoryHadNoSlotFor() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let started = DispatchSemaphore(value: 0)
+                let release = DispatchSemaphore(value: 0)
+                let finished = Flag()
+                let token = center.subscribe("edge.full.blocks") { _ in
+                    started.signal()
+                    release.wait()
+                    finished.set()
+                }
+                let before = center.subscribe("edge.full.before") { _ in }
+                _ = _ThreadRecord.current
+                _ThreadRecord.limitHintSlots(_ThreadRecord.hintSlotsInUse)
+                let poster = TestThread {
+                    center.post("edge.full.before")
+                    center.post("edge.full.blocks")
+                }
+                started.wait()
+                let complete = _ThreadRecord.hintsComplete
+                let returnedAfterTheHandler = Flag()
+                let canceller = TestThread {
+                    token.cancel()
+                    if finished.isSet { returnedAfterTheHandler.set() }
+                }
+                usleep(50_000)
+                release.signal()
+                canceller.join()
+                poster.join()
+                let completeAgain = eventually { _ThreadRecord.hintsComplete }
+                withExtendedLifetime(before) {}
+                if complete || !returnedAfterTheHandler.isSet || !completeAgain {
+                    print(
+                        "directory complete with a slotless thread: \(complete); cancel returned after the "
+                            + "handler: \(returnedAfterTheHandler.isSet); complete once it exited: \(completeAgain)")
+                    exit(1)
+                }
+            }
+        }
+
         /// Records of exiting threads are unmapped only when no scan is open, and a cancel's
         /// fence section (the symmetric form, which cancels beside a posting thread switch to, or
         /// the fixed one of `SUBSCRIPTIONS_PROCESS_FENCE=off`) is a scan section too. Threads that

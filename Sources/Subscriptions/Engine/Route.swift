@@ -255,7 +255,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _Fence.heavy(onlyThread: onlyThread) {
             retired.removeAll { old in
                 var read = false
-                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(old.bits, on: _routeBits) }
+                _ThreadRecord.visitHinted(_routeBits, onlyThread: onlyThread) { read = read || $0.reads(old.bits) }
                 if !read {
                     retiredSlots -= old.capacity
                     old.free()
@@ -406,8 +406,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         // the cancelled state), and every call of the entry that may still run is visible.
         _Fence.heavy(onlyThread: onlyThread) {
             if !parked.isEmpty { settled = _Retirements.sortOut(parked, onlyThread: onlyThread) }
-            _ThreadRecord.visitAll(onlyThread: onlyThread) { r in
-                if r.calls(bits, on: routeBits) {
+            _ThreadRecord.visitHinted(routeBits, onlyThread: onlyThread) { r in
+                if r.calls(bits) {
                     if r == me { mine = true } else { others += 1 }
                 }
             }

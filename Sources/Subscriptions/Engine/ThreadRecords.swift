@@ -9,7 +9,7 @@ internal import _SubscriptionsShims
 /// and is unmapped once no scan is open (`withScan`). So a scan costs O(threads alive now), and a
 /// thread that exited costs no memory.
 ///
-/// **Layout** (machine words): `next` (the list link), the shim's limbo link, `deferredStarts`
+/// **Layout** (machine words): `next` (the list link), the hint's directory slot (the shim's limbo link once released), `deferredStarts`
 /// (actor tasks to start when the current post ends), `routeHint` (see `announce`), `waitingFor` (the record whose
 /// call `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
 /// cancelled entry for this thread to release), `waitingOn` (the entry that wait is for), `prev`
@@ -113,17 +113,36 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// entry under the old hint included (as a frame's `pop` releases for one that reads the
     /// frames), so `releaseHandler()` comes after those calls in the memory model, not only on
     /// x86 (where a store releases anyway: the same instruction).
+    ///
+    /// The hint is kept twice: in word 3, which its own thread compares against (a line it owns)
+    /// and which the one-thread shortcut and the list walk read, and in the record's slot of the
+    /// shim's hint directory (word 1 points at it; 0 when the directory was full), which
+    /// `visitHinted` reads: the hints of all threads side by side, not one page per thread.
     @inline(__always)
     func announce(_ f: Int, route: UInt) {
         let hint = f == 0 ? route : _ThreadRecord.anyRoute
-        if words[3].load(ordering: .relaxed) != hint { words[3].store(hint, ordering: .releasing) }
+        if words[3].load(ordering: .relaxed) != hint { publishHint(hint) }
+    }
+
+    /// Stores a changed hint in both places (releasing, see `announce`).
+    @inline(never)
+    func publishHint(_ hint: UInt) {
+        words[3].store(hint, ordering: .releasing)
+        if let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: words[1].load(ordering: .relaxed)) {
+            cell.pointee.store(hint, ordering: .releasing)
+        }
     }
 
     /// Whether this record's thread may be calling entries of `route` (its `routeHint`).
     @inline(__always)
     func mayCall(on route: UInt) -> Bool {
-        let hint = words[3].load(ordering: .acquiring)
-        return hint == route || hint == _ThreadRecord.anyRoute
+        _ThreadRecord.hintNames(route, words[3].load(ordering: .acquiring))
+    }
+
+    /// Whether a thread whose hint is `hint` may be calling entries of `route`.
+    @inline(__always)
+    static func hintNames(_ route: UInt, _ hint: UInt) -> Bool {
+        hint == route || hint == anyRoute
     }
 
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
@@ -190,19 +209,6 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
             return true
         }
         return false
-    }
-
-    /// `calls(_:)` for an entry of `route`, reading the frames only when the thread may be
-    /// calling entries of that route (`mayCall(on:)`).
-    @inline(__always)
-    func calls(_ bits: UInt, on route: UInt) -> Bool {
-        mayCall(on: route) && calls(bits)
-    }
-
-    /// `reads(_:)` for a slot buffer of `route`, filtered like `calls(_:on:)`.
-    @inline(__always)
-    func reads(_ bits: UInt, on route: UInt) -> Bool {
-        mayCall(on: route) && reads(bits)
     }
 
     /// Calls `body` with the entry of every frame of this record that calls one (loaded like
@@ -273,14 +279,67 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         _subscriptions_owns_only_record() != 0
     }
 
-    /// Whether a record is seen calling the entry `bits` without any fence first: `true` is
-    /// certain (the call may have ended since), `false` may miss a call whose frame is not visible
-    /// yet. For choosing between paths that are both correct.
+    /// Calls `body` with the record of every thread whose route hint says it may be calling
+    /// entries of `route` (`mayCall(on:)`), in a scan section of its own: with `onlyThread` only
+    /// the caller's own record (as `visitAll(onlyThread:)`); else through the shim's hint
+    /// directory, which holds the hints of all live records side by side, so a thread that is
+    /// idle or posts other names costs a load from a shared line, not a miss on its own page.
+    /// While a live record has no slot (the directory full) it walks the list instead.
+    ///
+    /// Sound like the list walk: a thread that may call an entry of `route` stored its hint in
+    /// its slot before its frame's fence, and got the slot (and `hint_high` covered it) when it
+    /// claimed its record, before its first post; a slot whose record changed since it was read
+    /// names a thread that claimed its record after the scan's fence, which cannot be calling an
+    /// entry cleared before that fence.
+    @inline(__always)
+    static func visitHinted(_ route: UInt, onlyThread: Bool, _ body: (_ThreadRecord) -> Void) {
+        if onlyThread { return visitAll(onlyThread: true) { r in if r.mayCall(on: route) { body(r) } } }
+        withScan {
+            guard _subscriptions_hints_complete() != 0 else {
+                return visitAll { r in if r.mayCall(on: route) { body(r) } }
+            }
+            let high = _subscriptions_hint_slots()
+            var slot = 0
+            while slot < high {
+                let chunk = _subscriptions_hint_chunk(slot >> hintChunkShift).unsafelyUnwrapped
+                    .assumingMemoryBound(to: Atomic<UInt>.self)
+                let end = Swift.min(high, (slot | (hintChunk - 1)) + 1)
+                while slot < end {
+                    let i = slot & (hintChunk - 1)
+                    if hintNames(route, chunk[i].load(ordering: .acquiring)),
+                        let raw = UnsafeMutablePointer<Atomic<UInt>>(
+                            bitPattern: chunk[hintChunk + i].load(ordering: .acquiring))
+                    {
+                        body(_ThreadRecord(words: raw))
+                    }
+                    slot += 1
+                }
+            }
+        }
+    }
+
+    /// The hint directory's chunks hold `1 << hintChunkShift` slots.
+    @inline(__always) static var hintChunkShift: Int { Int(HINT_CHUNK_SHIFT) }
+    @inline(__always) static var hintChunk: Int { 1 << hintChunkShift }
+
+    /// Whether a record is seen calling the entry `bits` of `route` without any fence first:
+    /// `true` is certain (the call may have ended since), `false` may miss a call whose frame is
+    /// not visible yet. For choosing between paths that are both correct.
     static func anyVisiblyCalls(_ bits: UInt, on route: UInt) -> Bool {
         var seen = false
-        visitAll { r in seen = seen || r.calls(bits, on: route) }
+        visitHinted(route, onlyThread: false) { r in seen = seen || r.calls(bits) }
         return seen
     }
+
+    /// One past the highest hint-directory slot in use. For tests.
+    static var hintSlotsInUse: Int { _subscriptions_hint_slots() }
+
+    /// Whether every live record has a hint-directory slot. For tests.
+    static var hintsComplete: Bool { _subscriptions_hints_complete() != 0 }
+
+    /// Makes records claimed from now on get a directory slot only below `slots`, as if the
+    /// directory were that small. For tests (in a child process).
+    static func limitHintSlots(_ slots: Int) { _subscriptions_limit_hint_slots(slots) }
 
     /// How many records live threads hold. For tests.
     static var claimedCount: Int { _subscriptions_claimed_records() }

@@ -108,6 +108,34 @@ void _subscriptions_scan_end(void);
 /// How many records are claimed by live threads.
 long _subscriptions_claimed_records(void);
 
+// The hint directory (see shims.c), read inline by scans filtered by route.
+#define HINT_CHUNK_SHIFT 8
+#define HINT_CHUNKS 256
+extern _Atomic(uintptr_t *) _subscriptions_hint_chunks[HINT_CHUNKS];
+extern _Atomic long _subscriptions_hint_high;
+extern _Atomic long _subscriptions_hint_overflow;
+
+/// One past the highest directory slot in use. Read inside a scan section.
+static inline long _subscriptions_hint_slots(void) {
+    return atomic_load_explicit(&_subscriptions_hint_high, memory_order_seq_cst);
+}
+
+/// Chunk `index` of the hint directory: `1 << HINT_CHUNK_SHIFT` hints, then the records of those
+/// slots (0 for a free slot); NULL when never used. Read inside a scan section.
+static inline void *_subscriptions_hint_chunk(long index) {
+    return atomic_load_explicit(&_subscriptions_hint_chunks[index], memory_order_acquire);
+}
+
+/// Lets later claims take only slots below `slots` (the directory's size by default): the
+/// records claimed beyond get none, as when the directory is full. For tests.
+void _subscriptions_limit_hint_slots(long slots);
+
+/// 1 when every live record has a directory slot; 0 while one has none (then scans filtered by
+/// route walk the list).
+static inline int _subscriptions_hints_complete(void) {
+    return atomic_load_explicit(&_subscriptions_hint_overflow, memory_order_seq_cst) == 0;
+}
+
 /// 1 when no other thread holds a record: the calling thread holds the only claimed one, or it
 /// holds none and none is claimed. Then no other thread is inside a post (a thread claims its
 /// record, with a full fence, before its first post). Runs a full fence before the final read.
