@@ -470,6 +470,41 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// The thread holding the hint directory's highest slot is scanned too: this thread holds
+        /// slot 0, thread P (slot 1, the last) runs a blocking handler, and this thread's
+        /// `cancel()` returns only after the handler did. The thread that releases the handler
+        /// touches no library code, so it claims no slot of its own. Run in a child process, so
+        /// that no other test's thread holds a slot.
+        @Test func cancelWaitsForAHandlerOnTheThreadHoldingTheDirectorysLastSlot() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let started = DispatchSemaphore(value: 0)
+                let release = DispatchSemaphore(value: 0)
+                let finished = Flag()
+                let token = center.subscribe("edge.last.blocks") { _ in
+                    started.signal()
+                    release.wait()
+                    finished.set()
+                }
+                _ = _ThreadRecord.current
+                let poster = TestThread { center.post("edge.last.blocks") }
+                started.wait()
+                let slots = _ThreadRecord.hintSlotsInUse
+                let releaser = TestThread {
+                    usleep(50_000)
+                    release.signal()
+                }
+                token.cancel()
+                let returnedAfterTheHandler = finished.isSet
+                releaser.join()
+                poster.join()
+                if slots != 2 || !returnedAfterTheHandler {
+                    print("slots in use: \(slots); cancel returned after the handler: \(returnedAfterTheHandler)")
+                    exit(1)
+                }
+            }
+        }
+
         /// A thread whose record got no hint-directory slot (the directory full: here made so by
         /// limiting it to the slots in use) is still found: while one exists, cancels walk the
         /// list of records. Thread P, without a slot, posts one name and then one whose handler

@@ -280,40 +280,51 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     }
 
     /// Calls `body` with the record of every thread whose route hint says it may be calling
-    /// entries of `route` (`mayCall(on:)`), in a scan section of its own: with `onlyThread` only
-    /// the caller's own record (as `visitAll(onlyThread:)`); else through the shim's hint
-    /// directory, which holds the hints of all live records side by side, so a thread that is
-    /// idle or posts other names costs a load from a shared line, not a miss on its own page.
-    /// While a live record has no slot (the directory full) it walks the list instead.
+    /// entries of `route` (`mayCall(on:)`): with `onlyThread` only the caller's own record (as
+    /// `visitAll(onlyThread:)`); else through the shim's hint directory, which holds the hints of
+    /// all live records side by side, so a thread that is idle or posts other names costs a load
+    /// from a shared line, not a miss on its own page. The directory's chunks are never freed, so
+    /// its hints are read outside any scan section; one is opened at the first hint that names
+    /// `route`, before the slot's record is read, and keeps every record read after it mapped
+    /// until `visitHinted` returns. A scan that finds no such hint (a drop beside threads posting
+    /// other names) pays no section: no shared counter, no fence. While a live record has no slot
+    /// (the directory full) it walks the list instead.
     ///
     /// Sound like the list walk: a thread that may call an entry of `route` stored its hint in
     /// its slot before its frame's fence, and got the slot (and `hint_high` covered it) when it
     /// claimed its record, before its first post; a slot whose record changed since it was read
-    /// names a thread that claimed its record after the scan's fence, which cannot be calling an
-    /// entry cleared before that fence.
+    /// names a thread that claimed its record after the caller's fence, which cannot be calling
+    /// an entry cleared before that fence. A slot's record read inside the section is mapped: a
+    /// release clears the slot before its record goes to limbo, and limbo is unmapped only when
+    /// no section is open after that.
     @inline(__always)
     static func visitHinted(_ route: UInt, onlyThread: Bool, _ body: (_ThreadRecord) -> Void) {
         if onlyThread { return visitAll(onlyThread: true) { r in if r.mayCall(on: route) { body(r) } } }
-        withScan {
-            guard _subscriptions_hints_complete() != 0 else {
-                return visitAll { r in if r.mayCall(on: route) { body(r) } }
-            }
-            let high = _subscriptions_hint_slots()
-            var slot = 0
-            while slot < high {
-                let chunk = _subscriptions_hint_chunk(slot >> hintChunkShift).unsafelyUnwrapped
-                    .assumingMemoryBound(to: Atomic<UInt>.self)
-                let end = Swift.min(high, (slot | (hintChunk - 1)) + 1)
-                while slot < end {
-                    let i = slot & (hintChunk - 1)
-                    if hintNames(route, chunk[i].load(ordering: .acquiring)),
-                        let raw = UnsafeMutablePointer<Atomic<UInt>>(
-                            bitPattern: chunk[hintChunk + i].load(ordering: .acquiring))
+        guard _subscriptions_hints_complete() != 0 else {
+            return visitAll { r in if r.mayCall(on: route) { body(r) } }
+        }
+        var scanning = false
+        defer { if scanning { _subscriptions_scan_end() } }
+        let high = _subscriptions_hint_slots()
+        var slot = 0
+        while slot < high {
+            let chunk = _subscriptions_hint_chunk(slot >> hintChunkShift).unsafelyUnwrapped
+                .assumingMemoryBound(to: Atomic<UInt>.self)
+            let end = Swift.min(high, (slot | (hintChunk - 1)) + 1)
+            while slot < end {
+                let i = slot & (hintChunk - 1)
+                if hintNames(route, chunk[i].load(ordering: .acquiring)) {
+                    if !scanning {
+                        _ = _subscriptions_scan_begin()
+                        scanning = true
+                    }
+                    if let raw = UnsafeMutablePointer<Atomic<UInt>>(
+                        bitPattern: chunk[hintChunk + i].load(ordering: .acquiring))
                     {
                         body(_ThreadRecord(words: raw))
                     }
-                    slot += 1
                 }
+                slot += 1
             }
         }
     }
