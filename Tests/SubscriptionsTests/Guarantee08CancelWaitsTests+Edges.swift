@@ -505,6 +505,43 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// A record that a scan filtered by route (`visitHinted`) reached stays mapped until the
+        /// scan ends, although the scan read the directory's hints outside any section: it opened
+        /// one before it read the slot's record. Inside the scan's visit, the record's thread
+        /// exits and its record is released; reading the record afterwards must not fault. Run
+        /// in a child process, so that a fault fails this test only.
+        @Test func aRecordAHintedScanReachedStaysMappedUntilTheScanEnds() async {
+            await #expect(processExitsWith: .success) {
+                let center = PostCenter()
+                let token = center.subscribe("edge.mapped") { _ in }
+                let posted = DispatchSemaphore(value: 0)
+                let exitNow = DispatchSemaphore(value: 0)
+                let thread = TestThread {
+                    center.post("edge.mapped")
+                    posted.signal()
+                    exitNow.wait()
+                }
+                posted.wait()
+                guard let route = center._route(_NameKey("edge.mapped")) else { exit(2) }
+                var visited = 0
+                var released = false
+                var depth = -1
+                _ThreadRecord.visitHinted(route._routeBits, onlyThread: false) { r in
+                    visited += 1
+                    exitNow.signal()
+                    thread.join()
+                    // Its exit (a key destructor) releases the record: wait for it, bounded.
+                    released = eventually { _ThreadRecord.claimedCount == 0 }
+                    depth = r.depth
+                }
+                withExtendedLifetime(token) {}
+                if visited != 1 || !released || depth != 0 {
+                    print("visited \(visited) records, released \(released), depth read \(depth)")
+                    exit(1)
+                }
+            }
+        }
+
         /// A thread whose record got no hint-directory slot (the directory full: here made so by
         /// limiting it to the slots in use) is still found: while one exists, cancels walk the
         /// list of records. Thread P, without a slot, posts one name and then one whose handler
