@@ -234,8 +234,11 @@ static void claim_hint_slot(uintptr_t *record) {
     }
     uintptr_t *chunk = atomic_load_explicit(&hint_chunks[slot >> HINT_CHUNK_SHIFT], memory_order_relaxed);
     if (!chunk) {
-        chunk = calloc(2 * HINT_CHUNK, sizeof(uintptr_t));
-        if (!chunk) abort();
+        // A mapping of its own (page-aligned, zeroed): a heap block would share its first and
+        // last cache lines with other allocations, whose writes would make every scan miss.
+        void *memory = mmap(NULL, 2 * HINT_CHUNK * sizeof(uintptr_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+        if (memory == MAP_FAILED) abort();
+        chunk = memory;
         atomic_store_explicit(&hint_chunks[slot >> HINT_CHUNK_SHIFT], chunk, memory_order_release);
     }
     hint_used[slot / 64] |= 1ULL << (slot % 64);
