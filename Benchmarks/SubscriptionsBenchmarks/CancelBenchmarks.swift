@@ -20,6 +20,7 @@ func cancelLoadSection(_ config: RunConfig) -> Section {
             "ns/op: one subscribe (a new handler closure) and its cancel() or token drop, on a name holding 10 others;",
             "NotificationCenter: addObserver(forName:object:queue:using:) + removeObserver on a name with 10 observers.",
             "\"posting\": a second thread posts another name of the same center without pause while these run.",
+            "\"idle 30\": 30 more threads that posted another name once wait (holding their records) while these run.",
             "Burst: \(grouped(threads)) threads alive at once, each subscribing, posting once and exiting; memory is VmRSS",
             "after they were joined, minus the same for \(grouped(threads)) threads that do not touch the library.",
         ],
@@ -85,6 +86,38 @@ func cancelLoadSection(_ config: RunConfig) -> Section {
     let posted = poster.stop()
     precondition(posted > 0, "the background thread posted nothing: the 'posting' rows measured nothing")
     report("posting", loaded, dropTarget: 3, cancelTarget: 1)
+
+    // Beside idle threads: each posted another name once and waits, holding its record (as a
+    // pool thread does after a queued delivery). A scan filtered by route reads their hints from
+    // the directory, not their records. No target: the rows show what an idle thread costs.
+    let idleThreads = 30
+    let idleGate = DispatchSemaphore(value: 0)
+    let idleReady = DispatchSemaphore(value: 0)
+    for _ in 0..<idleThreads {
+        Thread {
+            center.post(name + ".idle")
+            idleReady.signal()
+            idleGate.wait()
+        }.start()
+    }
+    for _ in 0..<idleThreads { idleReady.wait() }
+    let idle = contenders()
+    measure([idle.cancel, idle.drop, idle.foundation], config)
+    for _ in 0..<idleThreads { idleGate.signal() }
+    for x in [idle.cancel, idle.drop, idle.foundation] {
+        let s = x.stats
+        section.add(
+            [
+                "idle \(idleThreads)", x.label, ns(s.median), percent(s.spread),
+                times(idle.foundation.stats.median / s.median), "(informative)", "",
+            ],
+            Row(
+                contender: x.label + " (beside \(idleThreads) idle threads)", size: 10,
+                figures: [
+                    "nsPerOperation": s.median, "speedupVsNotificationCenter": idle.foundation.stats.median / s.median,
+                ],
+                target: nil, pass: nil))
+    }
 
     // The burst.
     let before = Case(
