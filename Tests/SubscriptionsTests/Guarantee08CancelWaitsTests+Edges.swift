@@ -302,33 +302,18 @@ extension Guarantee08CancelWaits {
         @Test(arguments: ["switched", "nested"])
         func cancelWaitsForAHandlerWhoseThreadPostedAnotherNameBefore(_ shape: String) {
             let center = PostCenter()
-            let started = DispatchSemaphore(value: 0)
-            let release = DispatchSemaphore(value: 0)
-            let finished = Flag()
-            let block: @Sendable (PostObject) -> Void = { _ in
-                if shape == "nested" { center.post("edge.hint.inner") }
-                started.signal()
-                release.wait()
-                finished.set()
-            }
+            let call = BlockedCall(first: { if shape == "nested" { center.post("edge.hint.inner") } })
             let inner = center.subscribe("edge.hint.inner") { _ in }
             let before = center.subscribe("edge.hint.before") { _ in }
-            let token = center.subscribe("edge.hint.blocks", handler: block)
+            let token = center.subscribe("edge.hint.blocks", handler: call.handler)
             let poster = TestThread {
                 if shape == "switched" { center.post("edge.hint.before") }
                 center.post("edge.hint.blocks")
             }
-            started.wait()
-            let returnedAfterTheHandler = Flag()
-            let canceller = TestThread {
-                token.cancel()
-                if finished.isSet { returnedAfterTheHandler.set() }
-            }
-            usleep(50_000)
-            release.signal()
-            canceller.join()
+            call.started.wait()
+            let returnedAfterTheHandler = call.cancelOnAnotherThread(token)
             poster.join()
-            #expect(returnedAfterTheHandler.isSet, "\(shape): cancel() returned while the handler was still running")
+            #expect(returnedAfterTheHandler, "\(shape): cancel() returned while the handler was still running")
             withExtendedLifetime((inner, before)) {}
         }
 
@@ -478,24 +463,19 @@ extension Guarantee08CancelWaits {
         @Test func cancelWaitsForAHandlerOnTheThreadHoldingTheDirectorysLastSlot() async {
             await #expect(processExitsWith: .success) {
                 let center = PostCenter()
-                let started = DispatchSemaphore(value: 0)
-                let release = DispatchSemaphore(value: 0)
-                let finished = Flag()
-                let token = center.subscribe("edge.last.blocks") { _ in
-                    started.signal()
-                    release.wait()
-                    finished.set()
-                }
+                let call = BlockedCall()
+                let token = center.subscribe("edge.last.blocks", handler: call.handler)
                 _ = _ThreadRecord.current
                 let poster = TestThread { center.post("edge.last.blocks") }
-                started.wait()
+                call.started.wait()
                 let slots = _ThreadRecord.hintSlotsInUse
+                // Cancelled here, on slot 0's thread: a canceller thread would take the last slot.
                 let releaser = TestThread {
                     usleep(50_000)
-                    release.signal()
+                    call.release.signal()
                 }
                 token.cancel()
-                let returnedAfterTheHandler = finished.isSet
+                let returnedAfterTheHandler = call.finished.isSet
                 releaser.join()
                 poster.join()
                 if slots != 2 || !returnedAfterTheHandler {
@@ -550,14 +530,8 @@ extension Guarantee08CancelWaits {
         @Test func cancelWaitsForAHandlerOnAThreadTheHintDirectoryHadNoSlotFor() async {
             await #expect(processExitsWith: .success) {
                 let center = PostCenter()
-                let started = DispatchSemaphore(value: 0)
-                let release = DispatchSemaphore(value: 0)
-                let finished = Flag()
-                let token = center.subscribe("edge.full.blocks") { _ in
-                    started.signal()
-                    release.wait()
-                    finished.set()
-                }
+                let call = BlockedCall()
+                let token = center.subscribe("edge.full.blocks", handler: call.handler)
                 let before = center.subscribe("edge.full.before") { _ in }
                 _ = _ThreadRecord.current
                 _ThreadRecord.limitHintSlots(_ThreadRecord.hintSlotsInUse)
@@ -565,23 +539,16 @@ extension Guarantee08CancelWaits {
                     center.post("edge.full.before")
                     center.post("edge.full.blocks")
                 }
-                started.wait()
+                call.started.wait()
                 let complete = _ThreadRecord.hintsComplete
-                let returnedAfterTheHandler = Flag()
-                let canceller = TestThread {
-                    token.cancel()
-                    if finished.isSet { returnedAfterTheHandler.set() }
-                }
-                usleep(50_000)
-                release.signal()
-                canceller.join()
+                let returnedAfterTheHandler = call.cancelOnAnotherThread(token)
                 poster.join()
                 let completeAgain = eventually { _ThreadRecord.hintsComplete }
                 withExtendedLifetime(before) {}
-                if complete || !returnedAfterTheHandler.isSet || !completeAgain {
+                if complete || !returnedAfterTheHandler || !completeAgain {
                     print(
                         "directory complete with a slotless thread: \(complete); cancel returned after the "
-                            + "handler: \(returnedAfterTheHandler.isSet); complete once it exited: \(completeAgain)")
+                            + "handler: \(returnedAfterTheHandler); complete once it exited: \(completeAgain)")
                     exit(1)
                 }
             }
@@ -620,5 +587,41 @@ extension Guarantee08CancelWaits {
                 }
             }
         }
+    }
+}
+
+/// A handler call that blocks until released: `handler` signals `started`, waits for `release`,
+/// then sets `finished`. For tests where `cancel()` must return only after such a call.
+private final class BlockedCall: Sendable {
+    let started = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let finished = Flag()
+    private let first: @Sendable () -> Void
+
+    /// `first` runs inside the call before it signals `started` (a nested post, say).
+    init(first: @escaping @Sendable () -> Void = {}) { self.first = first }
+
+    var handler: @Sendable (PostObject) -> Void {
+        { [self] _ in
+            first()
+            started.signal()
+            release.wait()
+            finished.set()
+        }
+    }
+
+    /// Cancels `token` on a thread of its own while the call is blocked, releases the call after
+    /// a short pause (it only lets the canceller reach its wait: a slow machine can miss a bug,
+    /// never fail a correct engine), and returns whether `cancel()` returned after the call.
+    func cancelOnAnotherThread(_ token: Subscription) -> Bool {
+        let returnedAfterTheCall = Flag()
+        let canceller = TestThread {
+            token.cancel()
+            if self.finished.isSet { returnedAfterTheCall.set() }
+        }
+        usleep(50_000)
+        release.signal()
+        canceller.join()
+        return returnedAfterTheCall.isSet
     }
 }
