@@ -157,22 +157,20 @@ static size_t record_bytes = 0;
 // mapping of its own: walking the list costs a TLB and cache miss per record, about 5 ns here,
 // for threads that are idle). A chunk holds `HINT_CHUNK` hints, then the records they belong to
 // (NULL for a free slot). Chunks are allocated on first use and kept. A claim takes the lowest
-// free slot, and `hint_high` (one past the highest slot in use) falls back when the top slots
-// are released, so a scan covers about the threads alive now. Slots, chunks and `hint_high`
-// change under `records_lock`; scanners read them inside a scan section, which keeps the
-// records a slot names mapped (a released slot is cleared before the record goes to limbo).
-// More live records than slots: the extras get none (`hint_overflow` counts them), and
-// filtered scans walk the list instead while any exists.
+// free slot, and `_subscriptions_hint_high` (one past the highest slot in use) falls back when
+// the top slots are released, so a scan covers about the threads alive now. Slots, chunks and
+// the high mark change under `records_lock`. Scanners read the hints without a scan section
+// (chunks are never freed) and a slot's record inside one, which keeps it mapped (a released
+// slot is cleared before its record goes to limbo). More live records than slots: the extras
+// get none (`_subscriptions_hint_overflow` counts them), and filtered scans walk the list
+// instead while any exists.
 #define HINT_CHUNK (1L << HINT_CHUNK_SHIFT)
 #define HINT_SLOTS (HINT_CHUNK * HINT_CHUNKS)
-#define hint_chunks _subscriptions_hint_chunks
-#define hint_high _subscriptions_hint_high
-#define hint_overflow _subscriptions_hint_overflow
-_Atomic(uintptr_t *) hint_chunks[HINT_CHUNKS];
+_Atomic(uintptr_t *) _subscriptions_hint_chunks[HINT_CHUNKS];
 static uint64_t hint_used[HINT_SLOTS / 64];  // guarded by records_lock
 static long hint_limit = HINT_SLOTS;           // guarded by records_lock; lowered only by tests
-_Atomic long hint_high = 0;
-_Atomic long hint_overflow = 0;
+_Atomic long _subscriptions_hint_high = 0;
+_Atomic long _subscriptions_hint_overflow = 0;
 
 long _subscriptions_heavy_fence_count(void) {
     return atomic_load_explicit(&heavy_fences, memory_order_relaxed);
@@ -200,53 +198,56 @@ static void free_limbo_if_quiet(void) {
 static void release_hint_slot(uintptr_t *r) {
     _Atomic uintptr_t *cell = (_Atomic uintptr_t *)r[1];
     if (!cell) {
-        atomic_fetch_sub_explicit(&hint_overflow, 1, memory_order_seq_cst);
+        atomic_fetch_sub_explicit(&_subscriptions_hint_overflow, 1, memory_order_seq_cst);
         return;
     }
-    long slot = -1;
-    for (long c = 0; c < HINT_CHUNKS && slot < 0; c++) {
-        uintptr_t *chunk = atomic_load_explicit(&hint_chunks[c], memory_order_relaxed);
-        if (chunk && (uintptr_t *)cell >= chunk && (uintptr_t *)cell < chunk + HINT_CHUNK) {
-            slot = c * HINT_CHUNK + ((uintptr_t *)cell - chunk);
-        }
+    // The chunk that holds the cell, and the cell's index in it.
+    long c = 0;
+    uintptr_t *chunk = NULL;
+    for (; c < HINT_CHUNKS; c++) {
+        chunk = atomic_load_explicit(&_subscriptions_hint_chunks[c], memory_order_relaxed);
+        if (chunk && (uintptr_t *)cell >= chunk && (uintptr_t *)cell < chunk + HINT_CHUNK) break;
     }
-    if (slot < 0) abort();
-    uintptr_t *chunk = atomic_load_explicit(&hint_chunks[slot >> HINT_CHUNK_SHIFT], memory_order_relaxed);
+    if (c == HINT_CHUNKS) abort();
+    long i = (uintptr_t *)cell - chunk;
+    long slot = c * HINT_CHUNK + i;
     atomic_store_explicit(cell, 0, memory_order_release);
-    __atomic_store_n(&chunk[HINT_CHUNK + (slot & (HINT_CHUNK - 1))], 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&chunk[HINT_CHUNK + i], 0, __ATOMIC_RELEASE);
     hint_used[slot / 64] &= ~(1ULL << (slot % 64));
-    long high = atomic_load_explicit(&hint_high, memory_order_relaxed);
+    long high = atomic_load_explicit(&_subscriptions_hint_high, memory_order_relaxed);
     while (high > 0 && !(hint_used[(high - 1) / 64] & (1ULL << ((high - 1) % 64)))) high--;
-    atomic_store_explicit(&hint_high, high, memory_order_seq_cst);
+    atomic_store_explicit(&_subscriptions_hint_high, high, memory_order_seq_cst);
 }
 
 // Gives `record` the lowest free directory slot and points its word 1 at the slot's hint; none
-// (word 1 stays 0, counted in `hint_overflow`) when all are taken. Called with records_lock held.
+// (word 1 stays 0, counted in `_subscriptions_hint_overflow`) when all are taken. Called with
+// records_lock held.
 static void claim_hint_slot(uintptr_t *record) {
-    long high = atomic_load_explicit(&hint_high, memory_order_relaxed);
+    long high = atomic_load_explicit(&_subscriptions_hint_high, memory_order_relaxed);
     long slot = -1;
     for (long w = 0; w < HINT_SLOTS / 64 && slot < 0; w++) {
         if (hint_used[w] != ~0ULL) slot = w * 64 + __builtin_ctzll(~hint_used[w]);
     }
     if (slot < 0 || slot >= hint_limit) {
-        atomic_fetch_add_explicit(&hint_overflow, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&_subscriptions_hint_overflow, 1, memory_order_seq_cst);
         return;
     }
-    uintptr_t *chunk = atomic_load_explicit(&hint_chunks[slot >> HINT_CHUNK_SHIFT], memory_order_relaxed);
+    uintptr_t *chunk = atomic_load_explicit(&_subscriptions_hint_chunks[slot >> HINT_CHUNK_SHIFT], memory_order_relaxed);
     if (!chunk) {
         // A mapping of its own (page-aligned, zeroed): a heap block would share its first and
         // last cache lines with other allocations, whose writes would make every scan miss.
-        void *memory = mmap(NULL, 2 * HINT_CHUNK * sizeof(uintptr_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+        void *memory =
+            mmap(NULL, 2 * HINT_CHUNK * sizeof(uintptr_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
         if (memory == MAP_FAILED) abort();
         chunk = memory;
-        atomic_store_explicit(&hint_chunks[slot >> HINT_CHUNK_SHIFT], chunk, memory_order_release);
+        atomic_store_explicit(&_subscriptions_hint_chunks[slot >> HINT_CHUNK_SHIFT], chunk, memory_order_release);
     }
     hint_used[slot / 64] |= 1ULL << (slot % 64);
     long i = slot & (HINT_CHUNK - 1);
     __atomic_store_n(&chunk[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&chunk[HINT_CHUNK + i], (uintptr_t)record, __ATOMIC_RELEASE);
     record[1] = (uintptr_t)&chunk[i];
-    if (slot + 1 > high) atomic_store_explicit(&hint_high, slot + 1, memory_order_seq_cst);
+    if (slot + 1 > high) atomic_store_explicit(&_subscriptions_hint_high, slot + 1, memory_order_seq_cst);
 }
 
 void _subscriptions_limit_hint_slots(long slots) {

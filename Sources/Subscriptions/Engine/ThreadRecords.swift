@@ -9,8 +9,9 @@ internal import _SubscriptionsShims
 /// and is unmapped once no scan is open (`withScan`). So a scan costs O(threads alive now), and a
 /// thread that exited costs no memory.
 ///
-/// **Layout** (machine words): `next` (the list link), the hint's directory slot (the shim's limbo link once released), `deferredStarts`
-/// (actor tasks to start when the current post ends), `routeHint` (see `announce`), `waitingFor` (the record whose
+/// **Layout** (machine words): `next` (the list link), the address of the record's slot in the
+/// hint directory (the shim's limbo link once released), `deferredStarts` (actor tasks to start
+/// when the current post ends), `routeHint` (see `announce`), `waitingFor` (the record whose
 /// call `cancel()` is waiting for, for cycle detection), `orphans` (set by a canceller that left a
 /// cancelled entry for this thread to release), `waitingOn` (the entry that wait is for), `prev`
 /// (the list link back, the shim's), `depth` (frames in use), `posts` (posts in progress, for the
@@ -104,7 +105,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// outermost frame (no other frame is open), `anyRoute` for a nested one. The word stays
     /// after the frame closes, and is written only when it changes: a thread that keeps posting
     /// one name writes it once, so it stays in the caches of the threads that read it. A
-    /// canceller reads it first (`calls(_:on:)`) and skips the record's frames, a cache line
+    /// canceller reads it first (`visitHinted`) and skips the record's frames, a cache line
     /// every post writes, when it names another route: a frame about to call an entry of
     /// `route` stored its hint before its fence, so a canceller that cleared the entry's slot
     /// and fenced before the frame re-read the slot sees the hint (the same argument as for
@@ -291,7 +292,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// (the directory full) it walks the list instead.
     ///
     /// Sound like the list walk: a thread that may call an entry of `route` stored its hint in
-    /// its slot before its frame's fence, and got the slot (and `hint_high` covered it) when it
+    /// its slot before its frame's fence, and got the slot (and the high mark covered it) when it
     /// claimed its record, before its first post; a slot whose record changed since it was read
     /// names a thread that claimed its record after the caller's fence, which cannot be calling
     /// an entry cleared before that fence. A slot's record read inside the section is mapped: a

@@ -115,13 +115,14 @@ extern _Atomic(uintptr_t *) _subscriptions_hint_chunks[HINT_CHUNKS];
 extern _Atomic long _subscriptions_hint_high;
 extern _Atomic long _subscriptions_hint_overflow;
 
-/// One past the highest directory slot in use. Read inside a scan section.
+/// One past the highest directory slot in use. Read without a scan section.
 static inline long _subscriptions_hint_slots(void) {
     return atomic_load_explicit(&_subscriptions_hint_high, memory_order_seq_cst);
 }
 
 /// Chunk `index` of the hint directory: `1 << HINT_CHUNK_SHIFT` hints, then the records of those
-/// slots (0 for a free slot); NULL when never used. Read inside a scan section.
+/// slots (0 for a free slot); NULL when never used. Chunks are never freed: their hints are read
+/// without a scan section, a slot's record only inside one.
 static inline void *_subscriptions_hint_chunk(long index) {
     return atomic_load_explicit(&_subscriptions_hint_chunks[index], memory_order_acquire);
 }
