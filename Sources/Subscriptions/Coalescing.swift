@@ -15,8 +15,9 @@ import Dispatch
 ///
 /// - ``coalesced``: the handler runs as soon as its queue (or the main actor) gets to it, with
 ///   the newest payload.
-/// - ``throttled(_:)``: at most one call per interval (counted from the start of one call to the
-///   start of the next), with the newest payload. The first post after a quiet interval is
+/// - ``throttled(_:)``: at most one call per interval (counted from the end of one call to the
+///   start of the next, so the starts of two calls are always at least an interval apart, on any
+///   clock the handler reads), with the newest payload. The first post after a quiet interval is
 ///   scheduled at once (the call gets the newest payload when it runs); posts during the
 ///   interval are delivered after it (the trailing edge), so the last value posted is never lost.
 /// - ``debounced(_:)``: one call once the posts stopped for the interval, with the last payload.
@@ -89,8 +90,9 @@ extension Delivery {
     ///
     /// For `.queue(q)` and `.mainActor`; see ``Pacing`` for the rules. Applied to a paced
     /// delivery, it replaces that delivery's pacing.
-    /// - Parameter interval: The shortest time from the start of one call to the start of the
-    ///   next; zero or more (subscribing with a negative interval traps).
+    /// - Parameter interval: The shortest time from the end of one call to the start of the next
+    ///   (so also between their starts); zero or more (subscribing with a negative interval
+    ///   traps).
     /// - Returns: The throttled delivery.
     public func throttled(_ interval: Duration) -> Delivery { .paced(_unpaced, .throttled(interval)) }
 
@@ -137,8 +139,9 @@ extension MainActorDelivery {
 
     /// Main-actor delivery, throttled: at most one call per `interval`, with the newest payload;
     /// the last payload posted is always delivered. See ``Pacing`` for the rules.
-    /// - Parameter interval: The shortest time from the start of one call to the start of the
-    ///   next; zero or more (subscribing with a negative interval traps).
+    /// - Parameter interval: The shortest time from the end of one call to the start of the next
+    ///   (so also between their starts); zero or more (subscribing with a negative interval
+    ///   traps).
     /// - Returns: The throttled main-actor delivery.
     public func throttled(_ interval: Duration) -> MainActorDelivery { .paced(.throttled(interval)) }
 

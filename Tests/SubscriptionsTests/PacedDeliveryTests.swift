@@ -10,8 +10,9 @@ import Testing
 //
 // Timing: the state machine is tested with made-up times, without threads or clocks. The tests
 // that run real deliveries assert counts, orders and payloads, never durations; the only time
-// comparison is a lower bound the code guarantees (a throttle's calls start at least one interval
-// apart on the clock it schedules by), which a slow machine can only widen.
+// comparison is a lower bound the code guarantees (a throttle's call starts at least one interval
+// after the previous call returned, read by the handler on the clock the engine schedules by),
+// which a slow machine can only widen.
 
 /// A post of one of the stress threads: which thread, and its sequence number there.
 private struct Stamp: Sendable, Equatable {
@@ -26,6 +27,7 @@ private final class CallLog<Value: Sendable>: @unchecked Sendable {
     private var running = 0
     private var values: [Value] = []
     private var starts: [UInt64] = []
+    private var ends: [UInt64] = []
     private(set) var overlapped = false
 
     func enter(_ value: Value) {
@@ -37,10 +39,16 @@ private final class CallLog<Value: Sendable>: @unchecked Sendable {
         }
     }
 
-    func exit() { lock.withLock { running -= 1 } }
+    func exit() {
+        lock.withLock {
+            running -= 1
+            ends.append(DispatchTime.now().uptimeNanoseconds)
+        }
+    }
 
     var received: [Value] { lock.withLock { values } }
     var startTimes: [UInt64] { lock.withLock { starts } }
+    var endTimes: [UInt64] { lock.withLock { ends } }
     var hasOverlapped: Bool { lock.withLock { overlapped } }
 }
 
@@ -99,17 +107,18 @@ struct PacingMachineTests {
     /// Each public pacing drives the machine its documentation describes: `.throttled` calls the
     /// first post at once and then waits an interval after each call (not for the posts to
     /// stop), `.debounced` waits an interval after every post, `.coalesced` never waits; the
-    /// interval keeps its fraction of a second.
+    /// interval keeps its fraction of a second. A throttle counts from the end of the call.
     @Test func eachPacingDrivesTheMachineItsDocumentationDescribes() {
         let ms100: UInt64 = 100_000_000
         var throttle = Pacing.throttled(.milliseconds(100))._machine
         #expect(throttle.posted(at: 1_000) == (true, 0))  // leading edge: at once
         #expect(throttle.woke(at: 1_000) == .call)
         #expect(throttle.posted(at: 2_000) == (true, nil))
-        #expect(throttle.called(at: 3_000) == ms100 - 2_000)  // one interval after the call began
+        #expect(throttle.called(at: 3_000) == ms100)  // one interval after the call returned
         // Posts that keep coming do not push a throttle's next call back.
         #expect(throttle.posted(at: 50_000_000) == (false, nil))
-        #expect(throttle.woke(at: 1_000 + ms100) == .call)
+        #expect(throttle.woke(at: 2_000 + ms100) == .wait(1_000))
+        #expect(throttle.woke(at: 3_000 + ms100) == .call)
 
         var debounce = Pacing.debounced(.milliseconds(100))._machine
         #expect(debounce.posted(at: 1_000) == (true, ms100))
@@ -145,30 +154,30 @@ struct PacingMachineTests {
         }
         do {
             let r = m.called(at: 1_020)
-            #expect(r == 80)  // trailing edge: at 1_100, one interval after the call started
+            #expect(r == 100)  // trailing edge: at 1_120, one interval after the call returned
         }
         do {
             let r = m.woke(at: 1_050)
-            #expect(r == .wait(50))  // a wake-up too early waits again
+            #expect(r == .wait(70))  // a wake-up too early waits again
         }
         do {
-            let r = m.woke(at: 1_100)
+            let r = m.woke(at: 1_120)
             #expect(r == .call)
         }
         do {
-            let r = m.called(at: 1_101)
+            let r = m.called(at: 1_121)
             #expect(r == nil)
         }
         do {
             let r = m.posted(at: 1_150)
-            #expect(r == (true, 50))  // quiet for less than an interval: waits for it
+            #expect(r == (true, 71))  // quiet for less than an interval: waits for it
         }
         do {
-            let r = m.woke(at: 1_200)
+            let r = m.woke(at: 1_221)
             #expect(r == .call)
         }
         do {
-            let r = m.called(at: 1_200)
+            let r = m.called(at: 1_221)
             #expect(r == nil)
         }
         do {
@@ -403,7 +412,9 @@ struct PacedDeliveryTests {
     }
 
     /// Throttled: the first post at once, then at most one call per interval with the newest
-    /// payload, and the last post always delivered.
+    /// payload, and the last post always delivered. The interval counts from the end of a call:
+    /// each call takes 10 ms, so a throttle counting from the start would begin the next call
+    /// 30 ms after the previous one returned.
     @Test func throttledDeliversTheFirstAndTheLastAndSpacesCallsByTheInterval() async {
         let center = PostCenter()
         let topic = Topic<Int>("paced.throttle")
@@ -412,6 +423,7 @@ struct PacedDeliveryTests {
         let interval: UInt64 = 40_000_000
         let token = center.subscribe(topic, delivery: .queue(queue).throttled(.nanoseconds(Int(interval)))) {
             log.enter($0)
+            usleep(10_000)
             log.exit()
         }
         for i in 0..<200 {
@@ -426,8 +438,10 @@ struct PacedDeliveryTests {
         #expect(received == received.sorted())
         #expect(received.count < 200)
         let starts = log.startTimes
-        for (a, b) in zip(starts, starts.dropFirst()) {
-            #expect(b - a >= interval, "two calls started within one interval")
+        let ends = log.endTimes
+        #expect(starts.count == ends.count)
+        for (end, start) in zip(ends, starts.dropFirst()) {
+            #expect(start - end >= interval, "a call started within one interval of the previous call's end")
         }
         withExtendedLifetime(token) {}
     }

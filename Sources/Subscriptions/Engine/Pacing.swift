@@ -29,14 +29,18 @@ import Synchronization
 struct _PacingMachine {
     /// How calls are spaced: 0 for coalesced (as soon as possible), else the interval.
     let interval: UInt64
-    /// Debounced (the interval counts from the last post) rather than throttled (from the last
-    /// call's start).
+    /// Debounced (the interval counts from the last post) rather than throttled (from the end of
+    /// the last call).
     let debounce: Bool
     /// A payload waits in the slot.
     private(set) var full = false
     /// A wake-up is scheduled, or a call is running; either will look at the slot again.
     private(set) var armed = false
-    /// When the last call started; `nil` before the first.
+    /// When the last call returned; `nil` before the first. A throttle counts its interval from
+    /// here, not from the call's start: the start the engine can stamp comes before the handler's
+    /// first instruction (a preemption can fall between them), while the return it stamps comes
+    /// after the handler's last. So the next call starts at least an interval after the previous
+    /// one started and ended, on any clock the handler reads.
     private(set) var lastCall: UInt64?
     /// When the last post arrived.
     private(set) var lastPost: UInt64 = 0
@@ -80,13 +84,13 @@ struct _PacingMachine {
         let due = self.due
         if now < due { return .wait(due - now) }
         full = false
-        lastCall = now
         return .call
     }
 
     /// The call that `woke` allowed returned at `now`. Returns the delay of the next wake-up
     /// when a payload arrived meanwhile, or `nil` when the chain ended.
     mutating func called(at now: UInt64) -> UInt64? {
+        lastCall = now
         guard full else {
             armed = false
             return nil
