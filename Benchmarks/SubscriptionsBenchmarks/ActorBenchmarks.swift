@@ -137,6 +137,22 @@ private func actorRounds(
     return total
 }
 
+/// The voluntary context switches of the whole process so far (`getrusage`'s `ru_nvcsw`): each
+/// is a thread that blocked, so each wake-up of a sleeping thread shows up as one.
+private func voluntarySwitches() -> Int {
+    var usage = rusage()
+    let status = getrusage(numericCast(rusageWho(RUSAGE_SELF)), &usage)
+    precondition(status == 0, "getrusage(RUSAGE_SELF) failed")
+    return Int(usage.ru_nvcsw)
+}
+
+/// `RUSAGE_SELF` as `getrusage` takes it: an imported C enum on Linux (Glibc), a plain `Int32`
+/// on Apple platforms; one overload each, so the same line compiles on both.
+private func rusageWho<Who: RawRepresentable>(_ who: Who) -> Int32 where Who.RawValue: BinaryInteger {
+    Int32(truncatingIfNeeded: who.rawValue)
+}
+private func rusageWho(_ who: Int32) -> Int32 { who }
+
 /// Delivery to N subscriptions on one actor against SF-0011's `AsyncMessage` observers that call
 /// the actor: posts one at a time (each waited for) and in bursts.
 func actorMessagesSection(_ config: RunConfig) -> Section {
@@ -150,8 +166,10 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
             "Ours: N × subscribe(topic, on: sink) { sink, v in sink.receive(v) }. AsyncMessage: N × SF-0011's",
             "addObserver(of:for:using:) { m in await sink.receive(m.value) }, post(_:subject:) from the measuring thread.",
             "ours/Msg: this row's CPU per post ÷ AsyncMessage's (the target: ≤ \(oneTarget) one at a time, ≤ \(burstTarget) in bursts).",
+            "blocks/post: voluntary context switches of the process per post in one more round (getrusage): threads that went",
+            "to sleep, each woken again later. One at a time, the measuring thread's wait is one of them on both sides.",
         ],
-        columns: ["N", "posting", "contender", "ns/post", "spread", "ours/Msg", "target", "result"])
+        columns: ["N", "posting", "contender", "ns/post", "spread", "ours/Msg", "blocks/post", "target", "result"])
     let topic = Topic<Int>("bench.actor.n")
     let value = postedValue
     for n in [1, 10, 100] {
@@ -182,6 +200,12 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
             let rounds = oneAtATime ? config.repetitions : max(3, config.repetitions / 3)
             let few = RunConfig(repetitions: rounds, minimumRunNanos: 1, clock: config.clock)
             measure([ours, message], few)
+            var blocks: [ObjectIdentifier: Double] = [:]
+            for c in [ours, message] {
+                let before = voluntarySwitches()
+                _ = c.run(1, config)
+                blocks[ObjectIdentifier(c)] = Double(voluntarySwitches() - before) / Double(posts)
+            }
             let ratio = ours.stats.median / message.stats.median
             let limit = oneAtATime ? oneTarget : burstTarget
             let posting = oneAtATime ? "one at a time" : "burst"
@@ -194,7 +218,8 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
                 section.add(
                     [
                         "\(n)", posting, c.label, ns(s.median / Double(posts)), percent(s.spread),
-                        times(s.median / message.stats.median), mine ? "≤\(limit)× Msg" : "(reference)",
+                        times(s.median / message.stats.median), fmt(blocks[ObjectIdentifier(c)] ?? 0, 2),
+                        mine ? "≤\(limit)× Msg" : "(reference)",
                         mine ? verdict([check]) : "",
                     ],
                     Row(
@@ -202,6 +227,7 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
                         figures: [
                             "nsPerPost": s.median / Double(posts),
                             "ratioVsAsyncMessage": s.median / message.stats.median,
+                            "blocksPerPost": blocks[ObjectIdentifier(c)] ?? 0,
                         ],
                         target: mine ? check.target : nil, pass: mine ? check.pass : nil))
             }
