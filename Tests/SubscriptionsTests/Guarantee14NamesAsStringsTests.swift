@@ -64,6 +64,15 @@ struct Guarantee14NamesAsStrings {
         }
     }
 
+    /// A name whose bytes are not contiguous (an `NSString` bridged lazily, on Apple platforms)
+    /// is hashed through a contiguous copy: the same hash as the name itself, ASCII or not.
+    @Test func aNameHashedThroughItsContiguousCopyKeepsItsHash() {
+        for name in ["login", "bench.cancelLoad", "caf\u{E9}", "cafe\u{301}", "\u{212A}elvin", ""] {
+            #expect(_contiguousNameHash(name) == _NameKey(name).hash, "\(name.unicodeScalars.map(\.value))")
+        }
+        #expect(_contiguousNameHash("caf\u{E9}") == _contiguousNameHash("cafe\u{301}"))
+    }
+
     @Test(.tags(.pin)) func theTableOfScalarsEquivalentToASCIIIsComplete() {
         // Every Unicode scalar above ASCII whose one-scalar string equals a one-character ASCII
         // string, found by the standard library's own comparison, must be in the table, with its

@@ -16,12 +16,26 @@
 /// Names come from the program, not from an adversary, so the unseeded byte hash is fine for
 /// ASCII. Non-ASCII names pay for a pass over their scalars and `Hasher` on every post by name;
 /// a `Topic` hashes its name once.
+///
+/// A native or small string (every string on Linux, nearly every one elsewhere) lends its UTF-8
+/// bytes in place: `withUTF8` would need a mutable copy, a retain and a release of the storage
+/// on every post by name.
 @inline(__always)
 func _canonicalNameHash(_ name: String) -> UInt {
-    var name = name
-    let (hash, ascii) = name.withUTF8 { _asciiHash($0) }
+    guard let (hash, ascii) = name.utf8.withContiguousStorageIfAvailable({ _asciiHash($0) }) else {
+        return _contiguousNameHash(name)
+    }
     if _fastPath(ascii) { return hash }
     return _nonASCIINameHash(name)
+}
+
+/// The hash of a string whose UTF-8 bytes are not stored contiguously (one bridged lazily from
+/// an `NSString` on Apple platforms): that of its contiguous copy.
+@inline(never)
+func _contiguousNameHash(_ name: String) -> UInt {
+    var copy = name
+    copy.makeContiguousUTF8()
+    return _canonicalNameHash(copy)
 }
 
 /// The fast byte hash of `bytes`, and whether every byte is ASCII.
