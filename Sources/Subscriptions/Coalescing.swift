@@ -16,8 +16,9 @@ import Dispatch
 /// - ``coalesced``: the handler runs as soon as its queue (or the main actor) gets to it, with
 ///   the newest payload.
 /// - ``throttled(_:)``: at most one call per interval (counted from the end of one call to the
-///   start of the next, so the starts of two calls are always at least an interval apart, on any
-///   clock the handler reads), with the newest payload. The first post after a quiet interval is
+///   start of the next, so the starts of two calls are always at least an interval apart, also as
+///   the handler reads them on `DispatchTime`, the clock of `asyncAfter` that the throttle
+///   schedules by), with the newest payload. The first post after a quiet interval is
 ///   scheduled at once (the call gets the newest payload when it runs); posts during the
 ///   interval are delivered after it (the trailing edge), so the last value posted is never lost.
 /// - ``debounced(_:)``: one call once the posts stopped for the interval, with the last payload.

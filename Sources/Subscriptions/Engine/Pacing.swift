@@ -40,7 +40,7 @@ struct _PacingMachine {
     /// here, not from the call's start: the start the engine can stamp comes before the handler's
     /// first instruction (a preemption can fall between them), while the return it stamps comes
     /// after the handler's last. So the next call starts at least an interval after the previous
-    /// one started and ended, on any clock the handler reads.
+    /// one started and ended, also as the handler reads `DispatchTime` at its entry and return.
     private(set) var lastCall: UInt64?
     /// When the last post arrived.
     private(set) var lastPost: UInt64 = 0
