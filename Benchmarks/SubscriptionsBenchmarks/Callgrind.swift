@@ -9,6 +9,7 @@ let callgrindModes: [(name: String, help: String)] = [
     ("typed10", "typed Topic<Int> post to 10 subscribers"),
     ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
     ("mainoff10", "typed Topic<Int> post off the main thread to 10 .mainActor subscribers (one burst), then handled"),
+    ("coalesced1", "typed Topic<Int> post on the main thread to 1 .mainActor.coalesced subscriber, payload pending"),
     ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
     ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
     ("envelope1", "plain post of a reused PostObject to 1 subscriber"),
@@ -54,6 +55,17 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         }
         delivered = postTyped(center, topic, value, iterations)
         expected = iterations * 10 * value
+    case "coalesced1":
+        // The main queue is not drained while posting: after the first post a payload is
+        // pending, and every post replaces it (the handler never runs here).
+        let topic = Topic<Int>(name)
+        MainActor.assumeIsolated {
+            tokens.append(
+                center.subscribe(topic, delivery: .mainActor.coalesced) { v in counter.pointer.pointee &+= v })
+        }
+        let reached = postTyped(center, topic, value, iterations)
+        precondition(reached == iterations, "coalesced1: every post must reach the subscription")
+        expected = 0
     case "mainoff10":
         // A thread makes every post while the main thread waits (one burst: one main-queue job),
         // then the main thread runs that job: the cost of the post and of the delivery.

@@ -66,6 +66,7 @@ struct _PacingMachine {
 
     /// A post stored its payload at `now`. Returns whether it filled an empty slot, and the
     /// delay of the wake-up to schedule (`nil` when one is armed already).
+    @inline(__always)
     mutating func posted(at now: UInt64) -> (filled: Bool, arm: UInt64?) {
         let filled = !full
         full = true
@@ -171,8 +172,15 @@ final class _PaceSlot<Payload>: @unchecked Sendable {
     func offer(raw: UnsafeRawPointer) -> UInt64? {
         guard _isPOD(Payload.self) else { return offer(raw.assumingMemoryBound(to: Payload.self).pointee) }
         let now = needsPostTime ? _pacingNow() : 0
+        let size = MemoryLayout<Payload>.size
         lock()
-        UnsafeMutableRawPointer(storage).copyMemory(from: raw, byteCount: MemoryLayout<Payload>.size)
+        if size == 8 {
+            // One word (an `Int`, a `Double`, a pointer-sized struct): a load and a store, not a
+            // call to `memcpy` with a size known only at run time.
+            UnsafeMutableRawPointer(storage).storeBytes(of: raw.loadUnaligned(as: UInt64.self), as: UInt64.self)
+        } else {
+            UnsafeMutableRawPointer(storage).copyMemory(from: raw, byteCount: size)
+        }
         let (filled, arm) = machine.posted(at: now)
         if filled, let tracker { epoch = tracker.begin() }
         unlock()

@@ -231,13 +231,17 @@ extension PostCenter {
         _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?,
         envelope made: inout PostObject?
     ) -> Bool {
-        let route = route.takeUnretainedValue()
-        if let taken = withUnsafePointer(to: payload, { entry.deliver(payload: $0, of: Payload.self, route: route) }) {
-            return taken
+        // Borrowed, not retained: the post's frame keeps the route alive.
+        route._withUnsafeGuaranteedRef { route in
+            if let taken = withUnsafePointer(
+                to: payload, { entry.deliver(payload: $0, of: Payload.self, route: route) })
+            {
+                return taken
+            }
+            let object = made ?? PostObject(_typed: payload)
+            made = object
+            return entry.deliver(object, sender: sender, route: route)
         }
-        let object = made ?? PostObject(_typed: payload)
-        made = object
-        return entry.deliver(object, sender: sender, route: route)
     }
 
     /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
