@@ -117,8 +117,18 @@ int _subscriptions_heavy_fence(void) {
     return switched_on;
 }
 
+// Attempts of `_subscriptions_try_switch_off` that could move the state, counted before they
+// try (for tests: a cancel that ran the process-wide fence after one of these is the first of a
+// new symmetric period, not a cancel that missed the symmetric form).
+static _Atomic long switch_off_attempts = 0;
+
+long _subscriptions_switch_off_attempts(void) {
+    return atomic_load_explicit(&switch_off_attempts, memory_order_seq_cst);
+}
+
 int _subscriptions_try_switch_off(void) {
     if (atomic_exchange_explicit(&section_seen, 0, memory_order_relaxed)) return 0;
+    atomic_fetch_add_explicit(&switch_off_attempts, 1, memory_order_seq_cst);
     int expected = 2;
     if (!atomic_compare_exchange_strong_explicit(
             &_subscriptions_fence_state, &expected, 3, memory_order_seq_cst, memory_order_relaxed)) {

@@ -20,8 +20,14 @@ extension Guarantee08CancelWaits {
         /// fence and switches to symmetric, the next 200 run none, and once they stop the form
         /// goes back to asymmetric. The fixed forms run one fence per cancel (asymmetric) or none
         /// (symmetric), and never move.
+        ///
+        /// A switch back needs `_Fence.decayInterval` (10 ms) without a cancel: a machine that
+        /// stalls this thread that long between two cancels switches back legitimately, and the
+        /// next cancel then starts a new symmetric period with one process-wide fence. The
+        /// switch-back attempts are counted (`_fenceSwitchOffAttempts`), and a fence or a parked
+        /// drop is held against the form only when no attempt came between.
         @Test func cancelsBesideAPostingThreadRunOneProcessWideFenceThenNoneUntilTheFormSwitchesBack() async {
-            await #expect(processExitsWith: .success) {
+            let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
                 let center = PostCenter()
                 let stop = Atomic<Bool>(false)
                 let poster = TestThread {
@@ -29,12 +35,20 @@ extension Guarantee08CancelWaits {
                 }
                 while _ThreadRecord.claimedCount < 1 { usleep(1_000) }
                 let before = _ThreadRecord.heavyFenceCount
+                let attemptsBefore = _fenceSwitchOffAttempts()
                 center.subscribe("adaptive") { _ in }.cancel()
                 let first = _ThreadRecord.heavyFenceCount - before
                 let symmetricAfterFirst = _Fence.symmetric
+                // Still symmetric after the first cancel, unless a switch back may have come.
+                let stayedAfterFirst = symmetricAfterFirst || _fenceSwitchOffAttempts() != attemptsBefore
                 let middle = _ThreadRecord.heavyFenceCount
+                let attemptsMiddle = _fenceSwitchOffAttempts()
                 for _ in 0..<200 { center.subscribe("adaptive") { _ in }.cancel() }
                 let next = _ThreadRecord.heavyFenceCount - middle
+                // A process-wide fence in the loop only for a new symmetric period: at most two
+                // per switch-back attempt (one by a cancel that found the switch under way, one
+                // that switched on again), so 0 when nothing stalled the loop.
+                let switchBacks = _fenceSwitchOffAttempts() - attemptsMiddle
                 // A drop beside the posting thread: at once in the symmetric form (Guarantees.md,
                 // rule 8), parked for a batch in the asymmetric one.
                 let live = Reliability.Tally()
@@ -42,11 +56,12 @@ extension Guarantee08CancelWaits {
                     let capture = Reliability.Capture(live)
                     var token: Subscription? = center.subscribe("adaptive") { _ in withExtendedLifetime(capture) {} }
                     _ = consume capture
+                    let attemptsBeforeDrop = _fenceSwitchOffAttempts()
                     let symmetricBeforeDrop = _Fence.symmetric
                     token = nil
-                    if symmetricBeforeDrop && live.current != 0 {
+                    let switchedMeanwhile = _fenceSwitchOffAttempts() != attemptsBeforeDrop
+                    if symmetricBeforeDrop && !switchedMeanwhile && live.current != 0 {
                         print("a drop in the symmetric form did not release its captures at once")
-                        exit(1)
                     }
                     _ = token
                 }
@@ -57,21 +72,22 @@ extension Guarantee08CancelWaits {
                 poster.join()
                 let seen =
                     "first cancel: \(first) fences, symmetric after it: \(symmetricAfterFirst);"
-                    + " next 200: \(next) fences; symmetric at the end: \(symmetricAtEnd)"
+                    + " next 200: \(next) fences, \(switchBacks) switch-back attempts;"
+                    + " symmetric at the end: \(symmetricAtEnd)"
                 let asExpected: Bool
                 if _fenceAdaptive() {
-                    asExpected = first >= 1 && symmetricAfterFirst && next == 0 && !symmetricAtEnd
+                    asExpected = first >= 1 && stayedAfterFirst && next <= 2 * switchBacks && !symmetricAtEnd
                 } else if _processFenceAvailable() {
                     // One per cancel, and one more for each reclaim of replaced slot buffers.
                     asExpected = first >= 1 && !symmetricAfterFirst && next >= 200 && !symmetricAtEnd
                 } else {
                     asExpected = first == 0 && symmetricAfterFirst && next == 0 && symmetricAtEnd
                 }
-                if !asExpected {
-                    print(seen)
-                    exit(1)
-                }
+                // Printed, not an exit status: the parent shows what the child saw.
+                if !asExpected { print(seen) }
             }
+            let printed = String(decoding: result?.standardOutputContent ?? [], as: UTF8.self)
+            #expect(result != nil && printed.isEmpty, "the child process saw: \(printed)")
         }
 
         /// The switch happens under load: posting threads run while cancels come in bursts with

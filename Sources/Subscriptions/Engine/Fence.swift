@@ -73,6 +73,13 @@ enum _Fence {
     }
 }
 
+/// How many times the switch back to asymmetric was tried with no section seen since the try
+/// before (so that it may have switched), each counted before it tries. For tests: a cancel that
+/// runs the process-wide fence after such a try starts a new symmetric period.
+func _fenceSwitchOffAttempts() -> Int {
+    _subscriptions_switch_off_attempts()
+}
+
 /// Whether the fence form moves at run time (see `_Fence`). For tests.
 func _fenceAdaptive() -> Bool {
     _subscriptions_fence_adaptive() != 0

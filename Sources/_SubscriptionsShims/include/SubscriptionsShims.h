@@ -76,6 +76,11 @@ int _subscriptions_heavy_fence(void);
 /// asymmetric and returns 1.
 int _subscriptions_try_switch_off(void);
 
+/// How many calls of `_subscriptions_try_switch_off` found no section since the previous one,
+/// and so may have moved the state back to asymmetric; each is counted before it tries (for
+/// tests).
+long _subscriptions_switch_off_attempts(void);
+
 /// The calling thread's record, or NULL before its first use on this thread.
 #if defined(__linux__) && !defined(__APPLE__)
 extern __thread void *_subscriptions_current_record __attribute__((tls_model("initial-exec")));
