@@ -258,7 +258,10 @@ extension PostCenter {
                     unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
                         object, onMainActor: onMainActor, route: start.route)
                 },
-                other: { $0.deliver(object, sender: sender, route: start.route.takeUnretainedValue()) })
+                other: { entry in
+                    // Borrowed, not retained: the post's frame keeps the route alive.
+                    start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
+                })
         }
     }
 

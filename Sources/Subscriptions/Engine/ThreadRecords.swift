@@ -301,12 +301,12 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     @inline(__always)
     static func visitHinted(_ route: UInt, onlyThread: Bool, _ body: (_ThreadRecord) -> Void) {
         if onlyThread { return visitAll(onlyThread: true) { r in if r.mayCall(on: route) { body(r) } } }
-        guard _subscriptions_hints_complete() != 0 else {
+        guard hintsComplete else {
             return visitAll { r in if r.mayCall(on: route) { body(r) } }
         }
         var scanning = false
         defer { if scanning { _subscriptions_scan_end() } }
-        let high = _subscriptions_hint_slots()
+        let high = hintSlotsInUse
         var slot = 0
         while slot < high {
             let chunk = _subscriptions_hint_chunk(slot >> hintChunkShift).unsafelyUnwrapped
@@ -343,11 +343,11 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         return seen
     }
 
-    /// One past the highest hint-directory slot in use. For tests.
-    static var hintSlotsInUse: Int { _subscriptions_hint_slots() }
+    /// One past the highest hint-directory slot in use (read by `visitHinted`, and by tests).
+    @inline(__always) static var hintSlotsInUse: Int { _subscriptions_hint_slots() }
 
-    /// Whether every live record has a hint-directory slot. For tests.
-    static var hintsComplete: Bool { _subscriptions_hints_complete() != 0 }
+    /// Whether every live record has a hint-directory slot (read by `visitHinted`, and by tests).
+    @inline(__always) static var hintsComplete: Bool { _subscriptions_hints_complete() != 0 }
 
     /// Makes records claimed from now on get a directory slot only below `slots`, as if the
     /// directory were that small. For tests (in a child process).
