@@ -10,6 +10,10 @@ let callgrindModes: [(name: String, help: String)] = [
     ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
     ("mainoff10", "typed Topic<Int> post off the main thread to 10 .mainActor subscribers (one burst), then handled"),
     ("coalesced1", "typed Topic<Int> post on the main thread to 1 .mainActor.coalesced subscriber, payload pending"),
+    ("actor1", "typed Topic<Int> post to 1 subscriber on an actor, each post waited for until handled"),
+    ("actor10", "typed Topic<Int> post to 10 subscribers on one actor, each post waited for until handled"),
+    ("actortask1", "by hand: Task { await sink.receive(v) } per post, each waited for (the floor of actor1)"),
+    ("actormsg1", "AsyncMessage post to 1 observer that awaits the actor, each post waited for until handled"),
     ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
     ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
     ("envelope1", "plain post of a reused PostObject to 1 subscriber"),
@@ -86,6 +90,31 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         expected = iterations * 10 * value
         MainActor.assumeIsolated { runMainUntil { counter.value == expected } }
         delivered = returned.value
+    case "actor1", "actor10", "actortask1", "actormsg1":
+        // One post at a time, each waited for: the instructions of every thread involved (the
+        // poster, the task pool, the actor), not the kernel's (the wake-ups themselves).
+        let n = mode == "actor10" ? 10 : 1
+        let sink = BenchSink(counter)
+        let topic = Topic<Int>(name)
+        let messages = NotificationCenter()
+        var messageTokens: [NotificationCenter.ObservationToken] = []
+        switch mode {
+        case "actormsg1":
+            messageTokens.append(
+                messages.addObserver(of: nil, for: BenchAsyncMessage.self) { m in await sink.receive(m.value) })
+        case "actortask1": break
+        default:
+            for _ in 0..<n { tokens.append(center.subscribe(topic, on: sink) { sink, v in sink.receive(v) }) }
+        }
+        delivered = postEachUntilHandled(sink, n, iterations) {
+            switch mode {
+            case "actormsg1": messages.post(BenchAsyncMessage(value: value), subject: benchSubject)
+            case "actortask1": Task { await sink.receive(value) }
+            default: center.post(topic, value)
+            }
+        }
+        for token in messageTokens { messages.removeObserver(token) }
+        expected = iterations * n * value
     case "plain1", "plainsender1":
         subscribeMany(center, name, counter, 1, into: &tokens)
         delivered = postPlain(center, name, mode == "plain1" ? nil : sender, iterations)
@@ -144,10 +173,24 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
     expectCalls(counter.value, expected, "callgrind \(mode)")
     if let delivered, mode != "loop1" {
         expectCalls(
-            delivered * (mode.hasPrefix("typed") || mode.hasPrefix("main") ? value : 1), expected,
+            delivered * (mode.hasPrefix("typed") || mode.hasPrefix("main") || mode.hasPrefix("actor") ? value : 1)
+                * (mode == "actor10" ? 10 : 1), expected,
             "callgrind \(mode) (returned count)")
     }
     print("callgrind mode \(mode): \(iterations) operations, \(counter.value) handler increments")
     withExtendedLifetime((tokens, observers)) {}
     return true
+}
+
+/// Posts `iterations` times with `post`, waiting after each until `sink` has handled its
+/// `subscribers` deliveries; returns the posts made.
+@inline(never)
+func postEachUntilHandled(_ sink: BenchSink, _ subscribers: Int, _ iterations: Int, _ post: () -> Void) -> Int {
+    guard iterations > 0 else { return 0 }
+    for i in 1...iterations {
+        sink.target = i * subscribers * postedValue
+        post()
+        sink.done.wait()
+    }
+    return iterations
 }
