@@ -24,7 +24,9 @@ extension PostCenter {
     ///   on it, so a post that reaches N subscriptions on one actor costs one task, not N. The
     ///   task hands each mailbox's payloads to its handler, in order, lets the actor's other work
     ///   run after every 256 payloads, and ends as soon as every mailbox is empty (the next post
-    ///   starts another). No thread blocks waiting for the actor. The mailbox is unbounded: a poster faster than
+    ///   starts another). The task is detached and runs at `.medium` priority whatever the
+    ///   poster's, and the handler sees none of the poster's task-local values (one task serves
+    ///   every poster of a burst). No thread blocks waiting for the actor. The mailbox is unbounded: a poster faster than
     ///   the actor makes it grow (each payload is kept until its turn). Use `posts(_:bufferingPolicy:)`
     ///   with a bounded policy when dropping the oldest or newest posts is preferable.
     /// - Lifetime: the actor is held weakly. Once it deallocates, posts no longer reach this
@@ -53,8 +55,9 @@ extension PostCenter {
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload`, on the actor.
     ///   - coalesced: When `true`, only the newest payload waits for the actor, as a post made
-    ///     while a call is pending replaces its payload. Not with `replay: true` (that traps,
-    ///     naming the conflict, as paced deliveries do).
+    ///     while a call is pending replaces its payload; the call runs in a detached task at
+    ///     `.medium` priority, as without it. Not with `replay: true` (that traps, naming the
+    ///     conflict, as paced deliveries do).
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -68,7 +71,9 @@ extension PostCenter {
     ) -> Subscription {
         if coalesced {
             Pacing.coalesced._checkNoReplay(replay)
-            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: topic._key, fileID, line)
+            return _add(
+                _CoalescingActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: topic._key, fileID,
+                line)
         }
         return _addActor(
             _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
@@ -112,7 +117,9 @@ extension PostCenter {
     ) -> Subscription {
         if coalesced {
             Pacing.coalesced._checkNoReplay(replay)
-            return _add(_CoalescingActorEntry(actor: actor, handler: handler), to: _NameKey(name), fileID, line)
+            return _add(
+                _CoalescingActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: _NameKey(name), fileID,
+                line)
         }
         return _addActor(
             _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),

@@ -5,6 +5,11 @@ import SubscriptionsTestSupport
 import Synchronization
 import Testing
 
+/// A task-local value a poster sets around its posts.
+private enum PostTrace {
+    @TaskLocal static var id: Int?
+}
+
 /// An actor that keeps what its handlers received and reports the count.
 private actor MailboxLog<Value: Sendable> {
     var values: [Value] = []
@@ -243,6 +248,93 @@ struct MailboxDeliveryTests {
         let values = await log.values
         #expect(values == Array(0..<values.count))
         withExtendedLifetime(token) {}
+    }
+
+    @Test func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
+        // Six actor subscriptions drain at once and end their bursts in an order that changes
+        // from round to round; the center must know each of them until its mailbox is empty,
+        // whichever left the set of draining subscriptions before it.
+        for round in 0..<30 {
+            let center = PostCenter()
+            let topic = Topic<Int>("pending.many")
+            let logs = (0..<6).map { _ in MailboxLog<Int>() }
+            var tokens: [Subscription] = []
+            for (i, log) in logs.enumerated() {
+                tokens.append(
+                    center.subscribe(topic, on: log) { log, value in
+                        if (value + i + round) % 4 == 0 { usleep(UInt32(50 * (1 + (i * 7 + round) % 5))) }
+                        log.receive(value)
+                    })
+            }
+            for value in 0..<40 { center.post(topic, value) }
+            await center.waitForPendingDeliveries()
+            for (i, log) in logs.enumerated() {
+                #expect(await log.values == Array(0..<40), "round \(round), subscription \(i)")
+            }
+            withExtendedLifetime(tokens) {}
+        }
+    }
+
+    @Test func waitForPendingDeliveriesWaitsForACoalescedActorDelivery() async {
+        for round in 0..<5 {
+            let center = PostCenter()
+            let topic = Topic<Int>("pending.coalesced")
+            let log = MailboxLog<Int>()
+            let token = center.subscribe(topic, on: log, coalesced: true) { log, value in
+                usleep(20_000)
+                log.receive(value)
+            }
+            center.post(topic, round)
+            await center.waitForPendingDeliveries()
+            #expect(await log.values == [round], "round \(round)")
+            withExtendedLifetime(token) {}
+        }
+    }
+
+    // MARK: priority and task-local values
+
+    @Test func actorHandlersRunAtMediumPriorityWhateverThePostersPriority() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("priority")
+        let log = MailboxLog<TaskPriority>()
+        let coalescedLog = MailboxLog<TaskPriority>()
+        let token = center.subscribe(topic, on: log) { log, _ in log.receive(Task.currentPriority) }
+        let coalesced = center.subscribe(topic, on: coalescedLog, coalesced: true) { log, _ in
+            log.receive(Task.currentPriority)
+        }
+        let priorities: [TaskPriority] = [.high, .low, .background, .userInitiated, .utility]
+        for priority in priorities {
+            await Task(priority: priority) { _ = center.post(topic, 1) }.value
+            await center.waitForPendingDeliveries()
+        }
+        let thread = TestThread { center.post(topic, 2) }
+        thread.join()
+        await center.waitForPendingDeliveries()
+        #expect(await log.values == Array(repeating: .medium, count: priorities.count + 1))
+        let seen = await coalescedLog.values
+        #expect(seen.count == priorities.count + 1)
+        #expect(seen.allSatisfy { $0 == .medium }, "\(seen)")
+        withExtendedLifetime((token, coalesced)) {}
+    }
+
+    @Test func actorHandlersSeeNoneOfThePostersTaskLocalValues() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("task.local")
+        let log = MailboxLog<Int?>()
+        let coalescedLog = MailboxLog<Int?>()
+        let token = center.subscribe(topic, on: log) { log, _ in log.receive(PostTrace.id) }
+        let coalesced = center.subscribe(topic, on: coalescedLog, coalesced: true) { log, _ in
+            log.receive(PostTrace.id)
+        }
+        await Task {
+            PostTrace.$id.withValue(7) { _ = center.post(topic, 1) }
+        }.value
+        await center.waitForPendingDeliveries()
+        PostTrace.$id.withValue(8) { _ = center.post(topic, 2) }
+        await center.waitForPendingDeliveries()
+        #expect(await log.values == [nil, nil])
+        #expect(await coalescedLog.values == [nil, nil])
+        withExtendedLifetime((token, coalesced)) {}
     }
 
     // MARK: replay on actors

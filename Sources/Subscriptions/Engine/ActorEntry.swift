@@ -28,7 +28,7 @@ import Synchronization
 /// **Lifetime.** The actor is held weakly; a pending task holds it only while it runs on it. The
 /// task holds the entry, so a token dropped meanwhile leaves a cancelled entry that the task
 /// drains to nothing.
-final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _PendingWork, @unchecked Sendable {
+final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @unchecked Sendable {
     // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
     // and read only inside a queued-call frame after checking the state, so the two never
     // overlap; `mailbox` is locked.
@@ -137,14 +137,14 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
             lock()
             swap(&batch, &pending)
             let count = batch.count
-            var unregistered: (any _PendingWork)?
+            var unregistered: Unmanaged<_DrainingMailbox>?
             if count == 0 {
                 draining = false
                 unregistered = tracker?.unregister(self)
             }
             unlock()
             if count == 0 {
-                withExtendedLifetime(unregistered) {}
+                unregistered?.release()
                 return false
             }
             handled += count
@@ -152,9 +152,13 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
             // Payloads taken before the frame is refused were posted before the pause or
             // cancellation that refused it: dropped, like queued deliveries.
             route._inQueuedCall(self) {
-                for payload in payloads {
+                // An index loop over the base pointer: this code runs unspecialised, where
+                // `for payload in payloads` asks the runtime for the metadata of the buffer's
+                // iterator and of `Payload?` on every drain (a hash-table lookup each).
+                let first = payloads.baseAddress.unsafelyUnwrapped
+                for i in 0..<count {
                     guard state.load(ordering: .relaxed) == _Entry.active, let handler else { continue }
-                    handler(actor, payload)
+                    handler(actor, first[i])
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)
@@ -176,7 +180,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
         let unregistered = tracker?.unregister(self)
         let ready = progress.finish(dropped.count)
         unlock()
-        withExtendedLifetime(unregistered) {}
+        unregistered?.release()
         for continuation in ready { continuation.resume() }
         // Released here, outside the lock: a payload's deinit is user code.
         dropped.free(Payload.self)
@@ -201,13 +205,13 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
         dropped.1.free(Payload.self)
     }
 
-    func mark() -> UInt64? {
+    override func mark() -> UInt64? {
         lock()
         defer { unlock() }
         return progress.mark()
     }
 
-    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
+    override func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
         lock()
         defer { unlock() }
         return progress.keep(continuation, after: mark)
@@ -227,7 +231,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, _Pending
 
 /// An entry whose mailbox an `_ActorRunQueue` drains on actor `A`: what the queue needs of the
 /// entries in line, whatever their payload type.
-class _ActorMailbox<A: Actor>: _Entry, @unchecked Sendable {
+class _ActorMailbox<A: Actor>: _DrainingMailbox, @unchecked Sendable {
     // @unchecked: `nextInLine` and `routeInLine` are only touched under the queue's lock.
     /// The entry after this one in its queue's line, and the route to drain it for. Guarded by
     /// the queue's lock; set only while the entry is in line.
@@ -321,7 +325,10 @@ final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
     /// Starts the one task of a burst.
     private func startTask() {
         let box = _UncheckedSendable(self)
-        Task {
+        // Detached, at one fixed priority: the task serves every post of the burst, whoever
+        // posted it, so it takes nothing from the poster that happened to start it (neither
+        // its priority nor its task-local values).
+        Task.detached(priority: _deliveryTaskPriority) {
             let queue = box.value
             guard let actor = queue.actor else {
                 while let (entry, _) = queue.next() { entry.dropPending() }
@@ -347,6 +354,10 @@ final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
         }
     }
 }
+
+/// The priority of the tasks that run actor handlers (`subscribe(_:on:…)`): `.medium`, for
+/// every post, whatever the poster's priority. See `_ActorRunQueue.startTask()`.
+let _deliveryTaskPriority = TaskPriority.medium
 
 /// A task start put off until the calling thread's post ends (`_ThreadRecord.deferredStarts`,
 /// a chain through `nextDeferred`, touched only by that thread).

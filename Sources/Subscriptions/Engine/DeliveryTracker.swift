@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Counts a center's scheduled deliveries (queued on a dispatch queue) that have not run or been
 /// dropped yet, so that `waitForPendingDeliveries()` can wait for them without polling; holds
@@ -12,7 +13,9 @@ import Dispatch
 /// somebody waits, so at most a few have pending deliveries at once.
 ///
 /// - Threading: every method is safe from any thread; waiters are resumed after unlocking.
-final class _DeliveryTracker: Sendable {
+final class _DeliveryTracker: @unchecked Sendable {
+    // @unchecked: `drainingHead` and the links it leads to are touched only under `drainingLock`;
+    // the rest is `Sendable`.
     private struct State {
         /// The epoch deliveries scheduled now belong to.
         var epoch: UInt64 = 0
@@ -33,10 +36,15 @@ final class _DeliveryTracker: Sendable {
     /// The mailboxes of `.queue(q)` subscriptions, one per queue, held weakly (by their
     /// subscriptions and scheduled jobs), keyed by the queue's identity.
     private let queues = _PlatformMutex<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
-    /// Actor subscriptions whose mailbox is being drained, with how many times each registered
-    /// (a subscription registers when its drain starts and unregisters when it ends, under its
-    /// mailbox's lock, so it is here exactly while it has deliveries pending).
-    private let draining = _PlatformMutex<[ObjectIdentifier: (work: any _PendingWork, count: Int)]>([:])
+    /// Actor subscriptions whose mailbox is being drained: a doubly linked list through the
+    /// mailboxes themselves (`_DrainingMailbox.drainingNext` and `drainingPrevious`), which holds
+    /// one retain of each. A subscription registers when its drain starts and unregisters when
+    /// it ends, both under its mailbox's lock, so it is here exactly while it has deliveries
+    /// pending, and at most once. Linking and unlinking cost a few stores and no allocation or
+    /// hashing: they happen on every burst of every actor subscription. Guarded by `drainingLock`.
+    @exclusivity(unchecked) private nonisolated(unsafe) var drainingHead: _DrainingMailbox?
+    /// A spin lock around the list (sections of a few stores); an atomic, so ThreadSanitizer sees it.
+    private let drainingLock = Atomic<Bool>(false)
 
     init() {}
 
@@ -55,27 +63,53 @@ final class _DeliveryTracker: Sendable {
         }
     }
 
-    /// Notes that `work` has deliveries pending (an actor subscription's drain starts).
-    func register(_ work: any _PendingWork) {
-        draining.withLock { table in
-            let key = ObjectIdentifier(work)
-            table[key, default: (work, 0)].count += 1
-        }
+    /// Notes that `mailbox` has deliveries pending (an actor subscription's drain starts). Called
+    /// under the mailbox's lock, once per burst; the list retains the mailbox.
+    func register(_ mailbox: _DrainingMailbox) {
+        _ = Unmanaged.passRetained(mailbox)
+        _spinLock(drainingLock)
+        precondition(!mailbox.isDraining, "an actor subscription registered twice as draining")
+        mailbox.isDraining = true
+        mailbox.drainingPrevious = nil
+        mailbox.drainingNext = drainingHead.map { Unmanaged.passUnretained($0) }
+        drainingHead?.drainingPrevious = Unmanaged.passUnretained(mailbox)
+        drainingHead = mailbox
+        _spinUnlock(drainingLock)
     }
 
-    /// Notes that `work` has none any more; returns the reference, to be released after the
-    /// caller unlocked (it may be the last one).
-    func unregister(_ work: any _PendingWork) -> (any _PendingWork)? {
-        draining.withLock { table -> (any _PendingWork)? in
-            let key = ObjectIdentifier(work)
-            guard let item = table[key] else { return nil }
-            if item.count <= 1 {
-                table[key] = nil
-                return item.work
-            }
-            table[key] = (item.work, item.count - 1)
+    /// Notes that `mailbox` has no deliveries pending any more (its drain ended). Called under the
+    /// mailbox's lock; returns the list's retain, to be released after the caller unlocked.
+    func unregister(_ mailbox: _DrainingMailbox) -> Unmanaged<_DrainingMailbox>? {
+        _spinLock(drainingLock)
+        guard mailbox.isDraining else {
+            _spinUnlock(drainingLock)
             return nil
         }
+        mailbox.isDraining = false
+        let next = mailbox.drainingNext
+        if let previous = mailbox.drainingPrevious {
+            previous.takeUnretainedValue().drainingNext = next
+        } else {
+            drainingHead = next?.takeUnretainedValue()
+        }
+        next?.takeUnretainedValue().drainingPrevious = mailbox.drainingPrevious
+        mailbox.drainingNext = nil
+        mailbox.drainingPrevious = nil
+        _spinUnlock(drainingLock)
+        return Unmanaged.passUnretained(mailbox)
+    }
+
+    /// The mailboxes being drained now.
+    private func drainingMailboxes() -> [any _PendingWork] {
+        var mailboxes: [any _PendingWork] = []
+        _spinLock(drainingLock)
+        var next = drainingHead.map { Unmanaged.passUnretained($0) }
+        while let mailbox = next?.takeUnretainedValue() {
+            mailboxes.append(mailbox)
+            next = mailbox.drainingNext
+        }
+        _spinUnlock(drainingLock)
+        return mailboxes
     }
 
     /// Counts a delivery being scheduled; pass the result to `end` when it ran or was dropped.
@@ -113,7 +147,7 @@ final class _DeliveryTracker: Sendable {
     func wait() async {
         // Marks first, all at once: deliveries appended later are not waited for.
         let works =
-            [main as any _PendingWork] + draining.withLock { $0.values.map(\.work) }
+            [main as any _PendingWork] + drainingMailboxes()
             + queues.withLock { $0.boxes.values.compactMap(\.mailbox) }
         let marks = works.compactMap { work in work.mark().map { (work, $0) } }
         await waitForCounted()
@@ -144,4 +178,19 @@ struct _WeakMailbox: @unchecked Sendable {
     // @unchecked: only touched under the tracker's lock.
     weak var mailbox: _Mailbox?
     init(_ mailbox: _Mailbox) { self.mailbox = mailbox }
+}
+
+/// An actor subscription's mailbox as its center's `_DeliveryTracker` knows it while it is
+/// being drained: the links of the tracker's list live here, so that registering costs no
+/// allocation. `mark()` and `resume(_:after:)` are the subclass's.
+class _DrainingMailbox: _Entry, _PendingWork, @unchecked Sendable {
+    // @unchecked: the links and `isDraining` are touched only under the tracker's lock.
+    @exclusivity(unchecked) final var drainingNext: Unmanaged<_DrainingMailbox>?
+    @exclusivity(unchecked) final var drainingPrevious: Unmanaged<_DrainingMailbox>?
+    /// Whether the mailbox is in its tracker's list (and holds the list's retain).
+    @exclusivity(unchecked) final var isDraining = false
+
+    func mark() -> UInt64? { fatalError("abstract") }
+
+    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool { fatalError("abstract") }
 }

@@ -392,11 +392,14 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
 
     @exclusivity(unchecked) weak var actor: A?
     @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
-    let slot = _PaceSlot<Payload>(_PacingMachine(interval: 0, debounce: false), tracker: nil)
+    /// The pending payload. It counts with the center's tracker, so that
+    /// `waitForPendingDeliveries()` waits for it as for every actor delivery.
+    let slot: _PaceSlot<Payload>
 
-    init(actor: A, handler: @escaping (isolated A, Payload) -> Void) {
+    init(actor: A, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
         self.actor = actor
         self.handler = handler
+        self.slot = _PaceSlot(_PacingMachine(interval: 0, debounce: false), tracker: tracker)
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
@@ -415,7 +418,8 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     /// Starts the task of one call. It holds the entry, and the actor only while it runs on it.
     private func start(_ route: _Route) {
         let box = _UncheckedSendable((self, route))
-        Task {
+        // Detached at one fixed priority, as every actor delivery (`_ActorRunQueue.startTask()`).
+        Task.detached(priority: _deliveryTaskPriority) {
             let (entry, route) = box.value
             guard let actor = entry.actor else {
                 entry.slot.dropPayload(endingChain: true)
