@@ -251,26 +251,42 @@ struct MailboxDeliveryTests {
     }
 
     @Test func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
-        // Six actor subscriptions drain at once and end their bursts in an order that changes
-        // from round to round; the center must know each of them until its mailbox is empty,
-        // whichever left the set of draining subscriptions before it.
-        for round in 0..<30 {
+        // Six actor subscriptions start draining at once; one of them (a different one each
+        // round) is held at its first payload by a gate. The other five end their bursts first,
+        // leaving the set of draining subscriptions from wherever they are in it, and only then
+        // does the test wait: the center must still know the held one. The gate opens a little
+        // later, so a wait that forgot it returns with the held subscription's record short.
+        // (Recorders, not the actors' state: reading a held actor would wait for it.)
+        let posts = 10
+        for round in 0..<12 {
             let center = PostCenter()
             let topic = Topic<Int>("pending.many")
             let logs = (0..<6).map { _ in MailboxLog<Int>() }
+            let records = (0..<6).map { _ in Recorder<Int>() }
+            let held = round % 6
+            let gate = DispatchSemaphore(value: 0)
             var tokens: [Subscription] = []
             for (i, log) in logs.enumerated() {
                 tokens.append(
                     center.subscribe(topic, on: log) { log, value in
-                        if (value + i + round) % 4 == 0 { usleep(UInt32(50 * (1 + (i * 7 + round) % 5))) }
+                        if i == held && value == 0 { gate.wait() }
+                        records[i].append(value)
                         log.receive(value)
                     })
             }
-            for value in 0..<40 { center.post(topic, value) }
-            await center.waitForPendingDeliveries()
-            for (i, log) in logs.enumerated() {
-                #expect(await log.values == Array(0..<40), "round \(round), subscription \(i)")
+            for value in 0..<posts { center.post(topic, value) }
+            for (i, record) in records.enumerated() where i != held {
+                while record.count < posts { try? await Task.sleep(for: .milliseconds(1)) }
             }
+            let opener = TestThread {
+                usleep(30_000)
+                gate.signal()
+            }
+            await center.waitForPendingDeliveries()
+            for (i, record) in records.enumerated() {
+                #expect(record.values == Array(0..<posts), "round \(round), subscription \(i), held: \(held)")
+            }
+            opener.join()
             withExtendedLifetime(tokens) {}
         }
     }
