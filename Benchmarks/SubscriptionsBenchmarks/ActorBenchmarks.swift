@@ -168,6 +168,8 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
             "ours/Msg: this row's CPU per post ÷ AsyncMessage's (the target: ≤ \(oneTarget) one at a time, ≤ \(burstTarget) in bursts).",
             "blocks/post: voluntary context switches of the process per post in one more round (getrusage): threads that went",
             "to sleep, each woken again later. One at a time, the measuring thread's wait is one of them on both sides.",
+            "Task per post (one at a time only): by hand, one Task.detached(priority: .medium) per post that calls the actor N",
+            "times: the least any delivery that runs on the actor's executor can cost (a task, a wake-up), for reference.",
         ],
         columns: ["N", "posting", "contender", "ns/post", "spread", "ours/Msg", "blocks/post", "target", "result"])
     let topic = Topic<Int>("bench.actor.n")
@@ -184,6 +186,7 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
             messageTokens.append(
                 messages.addObserver(of: nil, for: BenchAsyncMessage.self) { m in await messageSink.receive(m.value) })
         }
+        let floorSink = BenchSink(Counter.make())
         for oneAtATime in [true, false] {
             let posts = oneAtATime ? 1_000 : max(100, 10_000 / n)
             let ours = Case("PostCenter, on: actor") { rounds, clock in
@@ -194,14 +197,20 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
                     messages.post(BenchAsyncMessage(value: value), subject: benchSubject)
                 }
             }
+            let floor = Case("Task per post, by hand") { rounds, clock in
+                actorRounds(floorSink, rounds, posts, n, oneAtATime: oneAtATime, clock) {
+                    Task.detached(priority: .medium) { for _ in 0..<n { await floorSink.receive(value) } }
+                }
+            }
+            let cases = oneAtATime ? [ours, message, floor] : [ours, message]
             // One at a time, a round's CPU time is mostly the kernel's thread wake-ups on both
             // sides, which vary from round to round on a shared machine: the full repetitions keep
             // the medians steady. Bursts vary little and take longer: a third of them.
             let rounds = oneAtATime ? config.repetitions : max(3, config.repetitions / 3)
             let few = RunConfig(repetitions: rounds, minimumRunNanos: 1, clock: config.clock)
-            measure([ours, message], few)
+            measure(cases, few)
             var blocks: [ObjectIdentifier: Double] = [:]
-            for c in [ours, message] {
+            for c in cases {
                 let before = voluntarySwitches()
                 _ = c.run(1, config)
                 blocks[ObjectIdentifier(c)] = Double(voluntarySwitches() - before) / Double(posts)
@@ -212,7 +221,7 @@ func actorMessagesSection(_ config: RunConfig) -> Section {
             let check = section.check(
                 "actor delivery, \(posting), \(n) subscriber\(n == 1 ? "" : "s"), CPU per post vs AsyncMessage",
                 target: "≤ \(limit)×", measured: ratio, text: times(ratio), pass: ratio <= limit)
-            for c in [ours, message] {
+            for c in cases {
                 let s = c.stats
                 let mine = c === ours
                 section.add(
