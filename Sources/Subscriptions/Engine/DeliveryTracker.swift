@@ -37,12 +37,14 @@ final class _DeliveryTracker: @unchecked Sendable {
     /// subscriptions and scheduled jobs), keyed by the queue's identity.
     private let queues = _PlatformMutex<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
     /// Actor subscriptions whose mailbox is being drained: a doubly linked list through the
-    /// mailboxes themselves (`_DrainingMailbox.drainingNext` and `drainingPrevious`), which holds
-    /// one retain of each. A subscription registers when its drain starts and unregisters when
-    /// it ends, both under its mailbox's lock, so it is here exactly while it has deliveries
-    /// pending, and at most once. Linking and unlinking cost a few stores and no allocation or
-    /// hashing: they happen on every burst of every actor subscription. Guarded by `drainingLock`.
-    @exclusivity(unchecked) private nonisolated(unsafe) var drainingHead: _DrainingMailbox?
+    /// mailboxes themselves (`_DrainingMailbox.drainingNext` and `drainingPrevious`). Every link,
+    /// the head too, is unretained; the list holds exactly one retain of each member, taken by
+    /// `register` and handed back by `unregister`. A subscription registers when its drain starts
+    /// and unregisters when it ends, both under its mailbox's lock, so it is here exactly while
+    /// it has deliveries pending, and at most once. Linking and unlinking cost a few stores and
+    /// no allocation, hashing or reference counting: they happen on every burst of every actor
+    /// subscription. Guarded by `drainingLock`.
+    @exclusivity(unchecked) private nonisolated(unsafe) var drainingHead: Unmanaged<_DrainingMailbox>?
     /// A spin lock around the list (sections of a few stores); an atomic, so ThreadSanitizer sees it.
     private let drainingLock = Atomic<Bool>(false)
 
@@ -64,33 +66,32 @@ final class _DeliveryTracker: @unchecked Sendable {
     }
 
     /// Notes that `mailbox` has deliveries pending (an actor subscription's drain starts). Called
-    /// under the mailbox's lock, once per burst; the list retains the mailbox.
+    /// under the mailbox's lock, once per burst; the list takes a retain of the mailbox.
     func register(_ mailbox: _DrainingMailbox) {
-        _ = Unmanaged.passRetained(mailbox)
+        let member = Unmanaged.passRetained(mailbox)
         _spinLock(drainingLock)
-        precondition(!mailbox.isDraining, "an actor subscription registered twice as draining")
-        mailbox.isDraining = true
+        precondition(!isListed(mailbox), "an actor subscription registered twice as draining")
         mailbox.drainingPrevious = nil
-        mailbox.drainingNext = drainingHead.map { Unmanaged.passUnretained($0) }
-        drainingHead?.drainingPrevious = Unmanaged.passUnretained(mailbox)
-        drainingHead = mailbox
+        mailbox.drainingNext = drainingHead
+        drainingHead?.takeUnretainedValue().drainingPrevious = member
+        drainingHead = member
         _spinUnlock(drainingLock)
     }
 
     /// Notes that `mailbox` has no deliveries pending any more (its drain ended). Called under the
-    /// mailbox's lock; returns the list's retain, to be released after the caller unlocked.
+    /// mailbox's lock; returns the list's retain, to be released after the caller unlocked, or
+    /// `nil` when the mailbox was not in the list.
     func unregister(_ mailbox: _DrainingMailbox) -> Unmanaged<_DrainingMailbox>? {
         _spinLock(drainingLock)
-        guard mailbox.isDraining else {
+        guard isListed(mailbox) else {
             _spinUnlock(drainingLock)
             return nil
         }
-        mailbox.isDraining = false
         let next = mailbox.drainingNext
         if let previous = mailbox.drainingPrevious {
             previous.takeUnretainedValue().drainingNext = next
         } else {
-            drainingHead = next?.takeUnretainedValue()
+            drainingHead = next
         }
         next?.takeUnretainedValue().drainingPrevious = mailbox.drainingPrevious
         mailbox.drainingNext = nil
@@ -99,11 +100,17 @@ final class _DeliveryTracker: @unchecked Sendable {
         return Unmanaged.passUnretained(mailbox)
     }
 
+    /// Whether `mailbox` is in the list: it has a predecessor, or it is the head. Under the lock.
+    @inline(__always)
+    private func isListed(_ mailbox: _DrainingMailbox) -> Bool {
+        mailbox.drainingPrevious != nil || drainingHead?.toOpaque() == Unmanaged.passUnretained(mailbox).toOpaque()
+    }
+
     /// The mailboxes being drained now.
     private func drainingMailboxes() -> [any _PendingWork] {
         var mailboxes: [any _PendingWork] = []
         _spinLock(drainingLock)
-        var next = drainingHead.map { Unmanaged.passUnretained($0) }
+        var next = drainingHead
         while let mailbox = next?.takeUnretainedValue() {
             mailboxes.append(mailbox)
             next = mailbox.drainingNext
@@ -184,11 +191,9 @@ struct _WeakMailbox: @unchecked Sendable {
 /// being drained: the links of the tracker's list live here, so that registering costs no
 /// allocation. `mark()` and `resume(_:after:)` are the subclass's.
 class _DrainingMailbox: _Entry, _PendingWork, @unchecked Sendable {
-    // @unchecked: the links and `isDraining` are touched only under the tracker's lock.
+    // @unchecked: the links are touched only under the tracker's lock.
     @exclusivity(unchecked) final var drainingNext: Unmanaged<_DrainingMailbox>?
     @exclusivity(unchecked) final var drainingPrevious: Unmanaged<_DrainingMailbox>?
-    /// Whether the mailbox is in its tracker's list (and holds the list's retain).
-    @exclusivity(unchecked) final var isDraining = false
 
     func mark() -> UInt64? { fatalError("abstract") }
 
