@@ -39,6 +39,19 @@ private func roundsUntilHandled(
     return total
 }
 
+/// Posts `iterations` times with `post`, waiting after each until `sink` has handled its
+/// `subscribers` deliveries; returns the posts made.
+@inline(never)
+func postEachUntilHandled(_ sink: BenchSink, _ subscribers: Int, _ iterations: Int, _ post: () -> Void) -> Int {
+    guard iterations > 0 else { return 0 }
+    for i in 1...iterations {
+        sink.target = i * subscribers * postedValue
+        post()
+        sink.done.wait()
+    }
+    return iterations
+}
+
 /// Delivery to one actor: ours (a per-subscription mailbox drained by one task per burst)
 /// against a task per post, hand-written over PostCenter and over NotificationCenter.
 func actorsSection(_ config: RunConfig) -> Section {
@@ -121,11 +134,7 @@ private func actorRounds(
         sink.counter.reset()
         let start = read()
         if oneAtATime {
-            for i in 1...posts {
-                sink.target = i * perPost
-                post()
-                sink.done.wait()
-            }
+            _ = postEachUntilHandled(sink, subscribers, posts, post)
         } else {
             sink.target = posts * perPost
             for _ in 0..<posts { post() }

@@ -12,7 +12,10 @@ let callgrindModes: [(name: String, help: String)] = [
     ("coalesced1", "typed Topic<Int> post on the main thread to 1 .mainActor.coalesced subscriber, payload pending"),
     ("actor1", "typed Topic<Int> post to 1 subscriber on an actor, each post waited for until handled"),
     ("actor10", "typed Topic<Int> post to 10 subscribers on one actor, each post waited for until handled"),
-    ("actortask1", "by hand: Task { await sink.receive(v) } per post, each waited for (the floor of actor1)"),
+    (
+        "actortask1",
+        "by hand: Task.detached(priority: .medium) { await sink.receive(v) } per post, each waited for (the floor of actor1)"
+    ),
     ("actormsg1", "AsyncMessage post to 1 observer that awaits the actor, each post waited for until handled"),
     ("plain1", "plain post, new PostObject (data nil) per post, to 1 subscriber"),
     ("plainsender1", "plain post, new PostObject(data: sender) per post, to 1 subscriber"),
@@ -109,7 +112,7 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         delivered = postEachUntilHandled(sink, n, iterations) {
             switch mode {
             case "actormsg1": messages.post(BenchAsyncMessage(value: value), subject: benchSubject)
-            case "actortask1": Task { await sink.receive(value) }
+            case "actortask1": Task.detached(priority: .medium) { await sink.receive(value) }
             default: center.post(topic, value)
             }
         }
@@ -180,17 +183,4 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
     print("callgrind mode \(mode): \(iterations) operations, \(counter.value) handler increments")
     withExtendedLifetime((tokens, observers)) {}
     return true
-}
-
-/// Posts `iterations` times with `post`, waiting after each until `sink` has handled its
-/// `subscribers` deliveries; returns the posts made.
-@inline(never)
-func postEachUntilHandled(_ sink: BenchSink, _ subscribers: Int, _ iterations: Int, _ post: () -> Void) -> Int {
-    guard iterations > 0 else { return 0 }
-    for i in 1...iterations {
-        sink.target = i * subscribers * postedValue
-        post()
-        sink.done.wait()
-    }
-    return iterations
 }
