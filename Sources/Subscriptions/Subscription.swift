@@ -22,10 +22,12 @@
 ///   `deinit` when no other thread holds a thread record (it never posted or cancelled) or the
 ///   engine runs the symmetric fence form (as on Apple platforms, and on Linux for about 10 ms
 ///   after a cancel beside another thread), else
-///   within about a millisecond, on the thread of the next `cancel()`, of the drop that fills
-///   the batch of 512, or of a job on a global dispatch queue that the batch's first drop
-///   scheduled; never under a lock. Call ``cancel()`` first where you need to wait for a running call or need the captures
-///   gone when it returns. A token that outlives its center is harmless: it is inactive and its
+///   within about a millisecond, on a job of a global dispatch queue (whether the next
+///   `cancel()`, the drop that fills the batch of 512 or a job that the batch's first drop
+///   scheduled ran the batch's fence); never under a lock, and never inside another token's
+///   `cancel()` or drop, so an unrelated cancel or drop never runs (nor waits for) what this
+///   token's captures do in their `deinit`. Call ``cancel()`` first where you need to wait for a
+///   running call or need the captures gone when it returns. A token that outlives its center is harmless: it is inactive and its
 ///   methods do nothing.
 /// - Identity: equality and hashing are by object identity, so tokens can live in a `Set`.
 public final class Subscription: Hashable, @unchecked Sendable {

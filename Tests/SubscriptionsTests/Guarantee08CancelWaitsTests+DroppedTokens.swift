@@ -92,6 +92,30 @@ extension Guarantee08CancelWaits {
             other.join()
         }
 
+        /// A dropped token's captures never go inside an unrelated `cancel()` or drop (Guarantees.md,
+        /// rule 8): here they cancel, in their `deinit`, a subscription whose handler is held at a
+        /// gate on another thread, so whichever thread releases them waits for the gate. An
+        /// unrelated cancel (of a subscription that never ran) must return while the gate is held,
+        /// without running that `deinit`. Child processes: the fence form and the records are
+        /// this test's alone.
+        @Test func anUnrelatedCancelNeverReleasesADroppedTokensCapturesNorWaitsForThem() async {
+            let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+                DroppedCaptureGate.run(unrelatedDrops: 0)
+            }
+            let printed = String(decoding: result?.standardOutputContent ?? [], as: UTF8.self)
+            #expect(result != nil && printed.isEmpty, "the child process saw: \(printed)")
+        }
+
+        /// The same with 600 unrelated drops instead of a cancel: one of them fills the batch that
+        /// holds the dropped token and settles it, but the captures still go on a settling job.
+        @Test func unrelatedDropsThatFillTheBatchNeverReleaseADroppedTokensCapturesNorWaitForThem() async {
+            let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+                DroppedCaptureGate.run(unrelatedDrops: 600)
+            }
+            let printed = String(decoding: result?.standardOutputContent ?? [], as: UTF8.self)
+            #expect(result != nil && printed.isEmpty, "the child process saw: \(printed)")
+        }
+
         /// A batch holds up to 512 dropped tokens: the drop that would make it longer settles it
         /// (Guarantees.md, rule 8). Another thread holds a record while the tokens go, so that
         /// drops park their entries (in the process-wide fence mode).
@@ -121,6 +145,113 @@ extension Guarantee08CancelWaits {
             #expect(eventually { live.current == 0 }, "closures of dropped tokens were never released")
             idle.signal()
             other.join()
+        }
+    }
+}
+
+/// The program of the two gate tests above, run in a child process.
+enum DroppedCaptureGate {
+    /// Holds a subscription's handler at a gate on thread H; drops (on thread D) a token whose
+    /// closure captures an `Owner` whose `deinit` cancels that busy subscription; then, on thread
+    /// U, runs `unrelatedDrops` drops of other tokens (or, with 0, subscribes and cancels a
+    /// subscription that never runs). Exits 1 if U ran the `Owner`'s `deinit` (so waited for the
+    /// gate) or if the captures were never released.
+    static func currentThread() -> UInt { UInt(bitPattern: Int(bitPattern: pthread_self())) }
+
+    static func run(unrelatedDrops: Int) {
+        /// Which thread did what; every word is written once.
+        final class Marks: Sendable {
+            let ownerDeinitThread = Atomic<UInt>(0)
+            let unrelatedThread = Atomic<UInt>(0)
+            let unrelatedDone = Atomic<Bool>(false)
+            let dropReturned = Atomic<Bool>(false)
+        }
+        final class Owner: Sendable {
+            let busy: Subscription
+            let marks: Marks
+            init(busy: Subscription, marks: Marks) {
+                self.busy = busy
+                self.marks = marks
+            }
+            deinit {
+                // Written before the deinit waits.
+                marks.ownerDeinitThread.store(DroppedCaptureGate.currentThread(), ordering: .sequentiallyConsistent)
+                busy.cancel()  // waits for the handler held at the gate
+            }
+        }
+        let marks = Marks()
+        let center = PostCenter()
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let busy = center.subscribe("gate.busy") { _ in
+            entered.signal()
+            gate.wait()
+        }
+        // Its record stays alive through the test, so that the drop below parks its entry in
+        // the process-wide fence forms.
+        let holder = TestThread { center.post("gate.busy") }
+        entered.wait()
+        _Retirements.holdsTimedJobForTesting.store(true, ordering: .relaxed)
+        while _fenceAdaptive() && _Fence.symmetric { usleep(1_000) }
+        let slot = TokenSlot()
+        do {
+            let owner = Owner(busy: busy, marks: marks)
+            slot.token = center.subscribe("gate.owned") { _ in withExtendedLifetime(owner) {} }
+        }
+        let symmetricAtDrop = _Fence.symmetric
+        let dropper = TestThread {
+            slot.token = nil  // in the symmetric form this thread releases the captures and waits
+            marks.dropReturned.store(true, ordering: .sequentiallyConsistent)
+        }
+        let dropSettled = eventually {
+            marks.dropReturned.load(ordering: .sequentiallyConsistent)
+                || marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent) != 0
+        }
+        if !dropSettled {
+            print("the drop of the owning token neither returned nor released its captures")
+            exit(1)
+        }
+        if !symmetricAtDrop && marks.dropReturned.load(ordering: .sequentiallyConsistent) && _Retirements.count != 1 {
+            print("the drop beside another thread's record did not park its entry in the process-wide fence form")
+            exit(1)
+        }
+        let unrelated = TestThread {
+            marks.unrelatedThread.store(currentThread(), ordering: .sequentiallyConsistent)
+            if unrelatedDrops == 0 {
+                center.subscribe("gate.never") { _ in }.cancel()
+            } else {
+                for _ in 0..<unrelatedDrops { _ = center.subscribe("gate.other") { _ in } }
+            }
+            marks.unrelatedDone.store(true, ordering: .sequentiallyConsistent)
+        }
+        let me = currentThread()
+        let decided = eventually {
+            let ranOn = marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent)
+            return marks.unrelatedDone.load(ordering: .sequentiallyConsistent)
+                || (ranOn != 0 && [marks.unrelatedThread.load(ordering: .sequentiallyConsistent), me].contains(ranOn))
+        }
+        let ranOn = marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent)
+        let inUnrelated = ranOn != 0 && ranOn == marks.unrelatedThread.load(ordering: .sequentiallyConsistent)
+        let done = marks.unrelatedDone.load(ordering: .sequentiallyConsistent)
+        // Open the gate whatever happened, so that every thread can end.
+        gate.signal()
+        _Retirements.holdsTimedJobForTesting.store(false, ordering: .relaxed)
+        holder.join()
+        unrelated.join()
+        dropper.join()
+        let released = eventually { marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent) != 0 }
+        if inUnrelated || ranOn == me {
+            let what = unrelatedDrops == 0 ? "cancel" : "drop"
+            print("an unrelated \(what) ran a dropped token's captures' deinit and waited for another handler")
+            exit(1)
+        }
+        if !decided || !done {
+            print("the unrelated operations did not return while the foreign handler was held")
+            exit(1)
+        }
+        if !released {
+            print("the dropped token's captures were never released")
+            exit(1)
         }
     }
 }

@@ -7,16 +7,19 @@ import Synchronization
 /// A drop cancels the entry and zeroes its slot under the route's lock, exactly like `cancel()`,
 /// then parks the entry here unless it can settle it at once (the dropping thread holds the only
 /// thread record, or a scan without a fence already sees a thread calling it: both take the path
-/// of `cancel()` that never waits). The batch is settled after one heavy fence: an entry that no
-/// record calls is released on the settling thread, one that a record calls becomes an orphan
-/// and is released by the last call (see `_Orphans`). Closures are therefore released by the last
-/// call's thread or by the settling one, never under a lock.
+/// of `cancel()` that never waits). The batch is sorted out after one heavy fence: an entry that
+/// no record calls is to be released, one that a record calls becomes an orphan and is released
+/// by the last call (see `_Orphans`).
 ///
-/// A batch is settled when it reaches `batchSize` entries (by the dropping thread), by the next
+/// A batch is sorted out when it reaches `batchSize` entries (by the dropping thread), by the next
 /// `cancel()` anywhere in the process (its own heavy fence serves the batch too), and otherwise
 /// by a job on a global dispatch queue that the first entry of a batch schedules (`settleDelay`
-/// later): a dropped token's captures go within about a millisecond on an idle machine, without
-/// the dropping thread paying for the fence.
+/// later). Whoever sorts a batch out, its entries are released (and orphaned) only on a job of
+/// that queue (`Settled.finishOnJob()`), never on the thread that sorted it out: a release runs
+/// the closures' captures' `deinit`s, which may do anything (cancel a subscription whose handler
+/// is running, and wait for it), and a `cancel()` or a drop of an unrelated token must not run,
+/// nor wait for, what another token's captures do. A dropped token's captures therefore go
+/// within about a millisecond on an idle machine, on that job's thread, never under a lock.
 enum _Retirements {
     /// The most entries one batch collects before the dropping thread settles it itself.
     static let batchSize = 512
@@ -50,21 +53,33 @@ enum _Retirements {
             box = _UncheckedSendable(state)
             return (state.entries.count, schedule)
         }
-        if count >= batchSize { flush() }
-        if schedule {
-            DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + settleDelay) { settleByJob() }
-        }
+        if count >= batchSize { flush(onJob: false) }
+        if schedule { scheduleJob() }
     }
+
+    /// Schedules the settling job `settleDelay` from now.
+    private static func scheduleJob() {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + settleDelay) { settleByJob() }
+    }
+
+    /// For tests: while `true`, the timed settling job leaves the batch to the drop that fills it
+    /// and to the next `cancel()` (it looks again `settleDelay` later), so that a test can see
+    /// which thread releases what those settle.
+    static let holdsTimedJobForTesting = Atomic<Bool>(false)
 
     /// The settling job: settles what is parked, and schedules itself again if a drop parked an
     /// entry while it ran.
     private static func settleByJob() {
+        if holdsTimedJobForTesting.load(ordering: .relaxed) {
+            scheduleJob()
+            return
+        }
         pending.withLock { box in
             var state = box.value
             state.jobScheduled = false
             box = _UncheckedSendable(state)
         }
-        flush()
+        flush(onJob: true)
     }
 
     /// Takes the parked entries, to be settled after a heavy fence that comes after this call.
@@ -81,13 +96,14 @@ enum _Retirements {
         return taken.value
     }
 
-    /// Settles every parked entry with one heavy fence.
-    static func flush() {
+    /// Settles every parked entry with one heavy fence. `onJob`: the caller is the settling job,
+    /// which finishes the batch itself; any other caller hands it to a job.
+    static func flush(onJob: Bool) {
         let batch = take()
         guard !batch.isEmpty else { return }
         let onlyThread = _ThreadRecord.onlyThread
         let settled = _Fence.heavy(onlyThread: onlyThread) { sortOut(batch, onlyThread: onlyThread) }
-        settled.finish()
+        if onJob { settled.finish() } else { settled.finishOnJob() }
     }
 
     /// A batch sorted out by `sortOut`, to be finished after the heavy fence's scan.
@@ -96,10 +112,19 @@ enum _Retirements {
         var orphan: [_Entry] = []
 
         /// Releases the entries no thread called and orphans the others. Runs user code (the
-        /// closures' captures go), so never inside a heavy fence's scan or under a lock.
-        func finish() {
+        /// closures' captures go), so only on a settling job (`finishOnJob()`): never inside a
+        /// heavy fence's scan, under a lock, or on a thread that settles a batch for its own
+        /// `cancel()` or drop.
+        fileprivate func finish() {
             for entry in orphan { _Orphans.add(entry) }
             for entry in release { entry.releaseHandler() }
+        }
+
+        /// Hands the batch to a job on the settling queue, which releases and orphans its entries.
+        func finishOnJob() {
+            // Unchecked: the entries move to the job whole; the caller keeps no use of them.
+            let batch = _UncheckedSendable(self)
+            DispatchQueue.global(qos: .utility).async { batch.value.finish() }
         }
     }
 

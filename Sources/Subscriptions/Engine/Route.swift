@@ -412,7 +412,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
                 }
             }
         }
-        settled?.finish()
+        // The parked entries' captures go on a settling job, never on this thread: an unrelated
+        // cancel must not run (and wait for) what another token's captures do in their deinit.
+        settled?.finishOnJob()
         if others == 0 && !mine {
             entry.releaseHandler()
             return
