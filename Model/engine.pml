@@ -506,7 +506,14 @@ inline FRAMED_CALL(me, e) {
 inline CYCLE_CHECK(me) {
     c_cyc = 0; c_steps = 0; c_real = 0;
     do
-    :: c_steps >= NT -> c_cyc = 1; break      /* the code's step bound: treated as a cycle */
+#ifndef MUT_BOUND_IS_CYCLE
+    /* The code's step bound (4096 in closesCycle): no cycle, as the code returns. NT hops that
+     * did not reach `me` went round a loop of other threads: `me` is in no cycle, the loop's
+     * members see their own, and `me` re-checks on its next wake. */
+    :: c_steps >= NT -> c_cyc = 0; break
+#else
+    :: c_steps >= NT -> c_cyc = 1; break      /* the old model: the bound treated as a cycle */
+#endif
     :: else ->
         d_step { c_nx = wf[c_r]; NOTE_REAL(me) };
         if :: c_nx == 0 -> break :: else -> skip fi;
@@ -640,8 +647,8 @@ inline DROP(me, e) {
     d_step { cret[e] = 1; exempt[e] = 1 }
 }
 
-/* Flushes the batch: one heavy fence, then each entry no record calls is released, each other
- * one becomes an orphan. */
+/* The settling job's flush (Retirements.settleByJob): one heavy fence, then each entry no record
+ * calls is released, each other one becomes an orphan, on the job's own thread. */
 inline FLUSH_BATCH(me) {
     LOCK(me, STRIPE);
     b_set = batch; batch = 0;
@@ -670,6 +677,76 @@ inline FLUSH_BATCH(me) {
     b_set = 0; b_e = 0; b_t = 0; b_held = 0
 }
 
+/* A batch sorted out by a thread that is not the settling job (Retirements: the drop that fills
+ * the batch, or cancel(), whose own fence serves the batch): take, heavy fence, scan, as
+ * FLUSH_BATCH; then the entries go to the settling job (`job_rel`, `job_orph`), which releases
+ * them and runs what their captures' deinits do (SETTLE_JOB). MUT_SETTLE_INLINE: the old code,
+ * the sorting thread releases them itself, deinits included. A scenario that uses it defines
+ * DEINIT(me, e): what releasing entry e's captures runs (`skip` for none). */
+byte job_rel;    /* entries handed to the job to release (bit mask), seq_cst */
+byte job_orph;   /* entries handed to the job to orphan */
+
+inline SORT_BATCH(me) {
+    LOCK(me, STRIPE);
+    b_set = batch; batch = 0;
+    UNLOCK(me, STRIPE);
+    if
+    :: b_set != 0 ->
+        HEAVY(me, b_sec);
+        for (b_e : 1 .. NE) {
+            if
+            :: (b_set & (1 << b_e)) != 0 ->
+                b_held = 0;
+                for (b_t : 0 .. NT - 1) {
+                    if :: claimed[b_t] && LOADV(me, AT(b_t)) == b_e -> b_held = 1 :: else -> skip fi
+                }
+#ifndef MUT_SETTLE_INLINE
+                if
+                :: b_held -> d_step { job_orph = job_orph | (1 << b_e) }
+                :: else -> d_step { job_rel = job_rel | (1 << b_e) }
+                fi
+#else
+                if :: b_held -> b_orph = b_orph | (1 << b_e) :: else -> b_rel = b_rel | (1 << b_e) fi
+#endif
+            :: else -> skip
+            fi
+        }
+        SECTION_END(me, b_sec);
+#ifdef MUT_SETTLE_INLINE
+        /* after the scan section, outside every lock, as the old Settled.finish() */
+        for (b_e : 1 .. NE) {
+            if
+            :: (b_orph & (1 << b_e)) != 0 -> ORPHAN(me, b_e)
+            :: (b_rel & (1 << b_e)) != 0 -> RELEASE(b_e); DEINIT(me, b_e)
+            :: else -> skip
+            fi
+        }
+#endif
+        skip
+    :: else -> skip
+    fi;
+    b_set = 0; b_e = 0; b_t = 0; b_held = 0; b_rel = 0; b_orph = 0
+}
+
+/* The settling job's finish (Settled.finishOnJob): orphans and releases what a SORT_BATCH handed
+ * over, captures' deinits included, on the job's thread. Runs once, when something was handed
+ * over (or returns at once when `give_up` holds: nothing will be). */
+inline SETTLE_JOB(me, give_up) {
+    if
+    :: job_rel != 0 || job_orph != 0 ->
+        d_step { b_rel = job_rel; b_orph = job_orph; job_rel = 0; job_orph = 0 };
+        for (b_e : 1 .. NE) {
+            if
+            :: (b_orph & (1 << b_e)) != 0 -> ORPHAN(me, b_e)
+            :: (b_rel & (1 << b_e)) != 0 -> RELEASE(b_e); DEINIT(me, b_e)
+            :: else -> skip
+            fi
+        }
+    :: give_up -> skip
+    fi;
+    b_e = 0; b_rel = 0; b_orph = 0
+}
+
 /* ---------- Locals of every thread process ---------- */
 
 #define THREAD_LOCALS \
@@ -677,7 +754,7 @@ inline FLUSH_BATCH(me) {
     byte c_e, c_t, c_h, c_r, c_nx, c_on, c_steps, c_others, c_w0, c_w1, c_w2; \
     bit c_found, c_mine, c_cyc, c_hit, c_real; \
     byte o_e, o_t, o_h, o_me, o_parked, o_free, o_all, o_new, o_seen, o_pass; \
-    byte b_set, b_e, b_t; bit b_held; \
+    byte b_set, b_e, b_t, b_rel, b_orph; bit b_held; \
     bit c_sec, o_sec, b_sec, p_sec; byte h_st
 
 /* ---------- End of run: every cancelled entry released exactly once ---------- */
