@@ -109,7 +109,7 @@ def items(code):
         while i < len(code):
             nxt = code[i]
             stripped = nxt.lstrip()
-            continues = depth > 0 or (nxt[:1] in (" ", "\t") and stripped) or stripped[:1] in (".", "}", ")", "]")
+            continues = depth > 0 or (nxt[:1] in (" ", "\t") and stripped) or stripped[:1] in (".", "{", "}", ")", "]")
             if not continues:
                 break
             body.append(nxt)
