@@ -3,10 +3,13 @@
 # (Sources/Subscriptions/Subscriptions.docc, Extensions/ included) as printed, in Swift 6 mode with
 # warnings as errors, so that no snippet in the docs fails to compile, warns or drops a token.
 #
-#   Scripts/snippet-check.sh [--apple] [--no-relay]
+#   Scripts/snippet-check.sh [--no-relay]
+#   Scripts/snippet-check.sh --apple       (macOS with Xcode: the workflow's iOS job)
 #
-# --apple     also compile the blocks marked <!-- snippet: apple-only --> (the default on macOS)
 # --no-relay  skip the blocks that import SubscriptionsRedis (the relay needs hiredis and OpenSSL)
+# --apple     compile, for the iOS Simulator with xcodebuild, the pages that have blocks marked
+#             <!-- snippet: apple-only --> (UIKit, SwiftUI, #selector), those blocks included;
+#             without the relay, and for iOS 26 / macOS 26 (SF-0011's messages need them)
 #
 # Conventions (CONTRIBUTING.md, "Snippets in the docs"; details in Scripts/snippet-extract.py):
 # - Each page is one Swift file, its snippets in page order, compiled as one module of a scratch
@@ -22,26 +25,28 @@
 #   (never compiled: a Package.swift fragment, code that shows a compile error). The summary counts
 #   both by page.
 # - Diagnostics name the Markdown line (#sourceLocation).
+# - Without --apple the scratch package targets the package's own platforms (iOS 18, macOS 15).
 # The first run compiles the library and the relay (about 2 minutes on 2 cores); later runs
 # compile only the pages that changed.
 #
 # Environment:
-#   SCRATCH=path  the scratch package (default: .build/snippet-check)
+#   SCRATCH=path  the scratch package (default: .build/snippet-check, with --apple
+#                 .build/snippet-check-apple)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-package=${SCRATCH:-$root/.build/snippet-check}
 apple=
 relay=1
-if [ "$(uname)" = Darwin ]; then apple=--apple; fi
 while [ $# -gt 0 ]; do
     case "$1" in
-        --apple) apple=--apple; shift ;;
+        --apple) apple=--apple; relay=; shift ;;
         --no-relay) relay=; shift ;;
-        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+
+package=${SCRATCH:-$root/.build/snippet-check${apple:+-apple}}
 
 pages=(README.md Relays/Redis/README.md)
 while IFS= read -r page; do pages+=("$page"); done < <(
@@ -67,7 +72,14 @@ identity=$(basename "$root")
     echo "]"
     echo "let package = Package("
     echo "    name: \"Snippets\","
-    echo "    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],"
+    if [ -n "$apple" ]; then
+        echo "    platforms: [.macOS(\"26.0\"), .iOS(\"26.0\")],"
+        echo "    products: [.library(name: \"Snippets\", targets: ["
+        while read -r target _; do echo "        \"$target\","; done < "$package/targets.txt"
+        echo "    ])],"
+    else
+        echo "    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],"
+    fi
     echo "    dependencies: [.package(path: \"$root\"${relay:+, traits: [\"Redis\"]})],"
     echo "    targets: ["
     while read -r target _; do
@@ -84,10 +96,15 @@ fi
 
 echo "== compile the snippets (Swift 6, warnings as errors)"
 status=0
-swift build --package-path "$package" -Xswiftc -warnings-as-errors 2>&1 | tee "$package/build.log" || status=1
+if [ -n "$apple" ]; then
+    (cd "$package" && xcodebuild build -scheme Snippets -destination 'generic/platform=iOS Simulator' \
+        SWIFT_TREAT_WARNINGS_AS_ERRORS=YES) 2>&1 | tee "$package/build.log" || status=1
+else
+    swift build --package-path "$package" -Xswiftc -warnings-as-errors 2>&1 | tee "$package/build.log" || status=1
+fi
 
 echo
-echo "== snippets by page (blocks: compiled, apple-only, skipped)"
+echo "== snippets by page (blocks: compiled, marked apple-only, skipped: marked skip or the relay's)"
 total=(0 0 0 0)
 while read -r page blocks compiled appleonly skipped; do
     [ "$blocks" = 0 ] && continue
