@@ -14,7 +14,8 @@
 # Conventions (CONTRIBUTING.md, "Snippets in the docs"; details in Scripts/snippet-extract.py):
 # - Each page is one Swift file, its snippets in page order, compiled as one module of a scratch
 #   package (.build/snippet-check) that depends on this checkout by path, with the trait Redis.
-#   A snippet may use what earlier snippets of its page declare, and nothing from other pages.
+#   A snippet may use what earlier snippets of its page declare, and nothing from other pages: each
+#   page is also type-checked cut short after every snippet, so a later declaration cannot help.
 #   Every page compiles as if it began with `import Subscriptions`; any other import is shown.
 # - Declarations at column 0 are compiled at file scope, as library code; the page's other
 #   top-level lines are statements, compiled in order inside one `@MainActor func … async throws`,
@@ -101,6 +102,26 @@ if [ -n "$apple" ]; then
         SWIFT_TREAT_WARNINGS_AS_ERRORS=YES) 2>&1 | tee "$package/build.log" || status=1
 else
     swift build --package-path "$package" -Xswiftc -warnings-as-errors 2>&1 | tee "$package/build.log" || status=1
+fi
+
+# File-scope declarations and imports are visible to the whole file, so a page that compiles may
+# still have a snippet that uses what only a later one declares or imports. So each page is also
+# type-checked cut short after every snippet, with the modules just built (2 at a time).
+if [ $status = 0 ] && [ -z "$apple" ]; then
+    echo "== type-check each page's first n snippets alone, for every n (no snippet uses a later one)"
+    prefixes="$package/prefixes"
+    rm -rf "$prefixes"
+    python3 Scripts/snippet-extract.py "${options[@]}" --prefixes "$prefixes" "${pages[@]}" > /dev/null
+    bin=$(swift build --package-path "$package" --show-bin-path)
+    flags=(-typecheck -swift-version 6 -warnings-as-errors -I "$bin/Modules" -module-name SnippetPrefix)
+    for map in "$bin"/*.build/module.modulemap "$root"/Relays/Redis/Sources/C*/module.modulemap; do
+        flags+=(-Xcc "-fmodule-map-file=$map")
+    done
+    if ! find "$prefixes" -name '*.swift' -print0 | LC_ALL=C sort -z \
+        | xargs -0 -P 2 -n 1 swiftc "${flags[@]}" 2>&1 | tee "$package/prefixes.log"; then
+        status=1
+    fi
+    if grep -Eq "error:|warning:" "$package/prefixes.log"; then status=1; fi
 fi
 
 echo
