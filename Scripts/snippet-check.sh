@@ -8,8 +8,10 @@
 #
 # --no-relay  skip the blocks that import SubscriptionsRedis (the relay needs hiredis and OpenSSL)
 # --apple     compile, for the iOS Simulator with xcodebuild, the pages that have blocks marked
-#             <!-- snippet: apple-only --> (UIKit, SwiftUI, #selector), those blocks included;
-#             without the relay, and for iOS 26 / macOS 26 (SF-0011's messages need them)
+#             <!-- snippet: apple-only --> (UIKit, SwiftUI, #selector), those blocks included,
+#             without the relay
+# On macOS without --apple the other blocks compile with swift build, as on Linux (the workflow's
+# macOS job, with --no-relay).
 #
 # Conventions (CONTRIBUTING.md, "Snippets in the docs"; details in Scripts/snippet-extract.py):
 # - Each page is one Swift file, its snippets in page order, compiled as one module of a scratch
@@ -26,7 +28,8 @@
 #   (never compiled: a Package.swift fragment, code that shows a compile error). The summary counts
 #   both by page.
 # - Diagnostics name the Markdown line (#sourceLocation).
-# - Without --apple the scratch package targets the package's own platforms (iOS 18, macOS 15).
+# - The scratch package's deployment target is macOS 26 / iOS 26, so that SF-0011's messages (in
+#   the migration article) compile on Apple platforms without `@available`, as the article says.
 # The first run compiles the library and the relay (about 2 minutes on 2 cores); later runs
 # compile only the pages that changed.
 #
@@ -73,13 +76,11 @@ identity=$(basename "$root")
     echo "]"
     echo "let package = Package("
     echo "    name: \"Snippets\","
+    echo "    platforms: [.macOS(\"26.0\"), .iOS(\"26.0\")],"
     if [ -n "$apple" ]; then
-        echo "    platforms: [.macOS(\"26.0\"), .iOS(\"26.0\")],"
         echo "    products: [.library(name: \"Snippets\", targets: ["
         while read -r target _; do echo "        \"$target\","; done < "$package/targets.txt"
         echo "    ])],"
-    else
-        echo "    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],"
     fi
     echo "    dependencies: [.package(path: \"$root\"${relay:+, traits: [\"Redis\"]})],"
     echo "    targets: ["
@@ -107,7 +108,9 @@ fi
 # File-scope declarations and imports are visible to the whole file, so a page that compiles may
 # still have a snippet that uses what only a later one declares or imports. So each page is also
 # type-checked cut short after every snippet, with the modules just built (2 at a time).
-if [ $status = 0 ] && [ -z "$apple" ]; then
+# Linux only: the order of a page does not depend on the platform, and swiftc needs no target or
+# SDK flags there.
+if [ $status = 0 ] && [ -z "$apple" ] && [ "$(uname)" = Linux ]; then
     echo "== type-check each page's first n snippets alone, for every n (no snippet uses a later one)"
     prefixes="$package/prefixes"
     rm -rf "$prefixes"
