@@ -76,6 +76,11 @@ public final class Subscription: Hashable, @unchecked Sendable {
     /// > handler calls `DispatchQueue.main.sync`): `cancel()` waits for the handler and the
     /// > handler waits for you. Drop the token instead, or release the lock first.
     ///
+    /// > Warning: The wait has no timeout. A handler that never returns (it waits for a signal
+    /// > nobody sends, blocks on a read that never ends, or loops for ever) makes `cancel()` called
+    /// > from any other thread wait for ever. Where a handler may block for a long time, drop the
+    /// > token instead of cancelling it: a token's deinit never waits.
+    ///
     /// Tokens from ``PostCenter/observe(_:for:fileID:line:)`` remove a protocol observer and do not wait: a
     /// `notify` on another thread that already started calling the observer finishes that call.
     ///

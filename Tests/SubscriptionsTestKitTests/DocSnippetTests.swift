@@ -3,8 +3,9 @@ import Subscriptions
 import SubscriptionsTestKit
 import Testing
 
-// The README's "A view model with a `for await` loop" and the Testing Code That Posts article's
-// "Test a `for await` consumer", verbatim between the BEGIN and END lines, so that they compile.
+// The README's "A view model with a `for await` loop" (which the Testing Code That Posts article
+// shows too) and the article's "Test a `for await` consumer", verbatim between the BEGIN and END
+// lines, so that they run (Scripts/snippet-check.sh only compiles them).
 
 // BEGIN README view model
 extension Topic where Payload == String {
@@ -56,6 +57,7 @@ struct DocSnippetTests {
     /// BEGIN and END lines, so a doc edited without this file (or the reverse) fails here.
     @Test(arguments: [
         ("README view model", "README.md"),
+        ("README view model", "Sources/Subscriptions/Subscriptions.docc/TestingCodeThatPosts.md"),
         ("article for-await test", "Sources/Subscriptions/Subscriptions.docc/TestingCodeThatPosts.md"),
     ])
     func theDocsShowTheSnippetsThisFileCompiles(snippet: String, doc: String) throws {
