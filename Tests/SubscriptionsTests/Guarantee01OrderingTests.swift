@@ -168,4 +168,52 @@ struct Guarantee01Ordering {
         #expect(center.post(name) == 0)
         withExtendedLifetime(fresh) {}
     }
+
+    // MARK: Grace periods: a post re-reads what it published (`_publishStable`)
+
+    /// A post reads its stripe's name table, then stops (a debug-build pause) before it notes that
+    /// table in its frame. Meanwhile a subscribe grows the stripe into a new table holding the
+    /// name's route, and a cancel on the stripe frees the old one, since no frame names it. The
+    /// post must re-read after noting, see the new table, and deliver: trusting its first read, it
+    /// would search a freed table that never held the route (AddressSanitizer reports the read;
+    /// without it, the post finds no route and returns 0).
+    @Test(.tags(.mutantPin)) func aPostThatReadTheNameTableBeforeItWasReplacedAndFreedReadsTheNewOne() {
+        let center = PostCenter()
+        let name = "pin.stable.table"
+        let stripe = center._stripes[_NameKey(name).hash]
+        var sameStripe = (0..<100_000).lazy.map { "pin.stable.other.\($0)" }
+            .filter { center._stripes[_NameKey($0).hash].toOpaque() == stripe.toOpaque() }
+            .makeIterator()
+        // Fill the stripe up to the point where one more route makes it grow into a new table.
+        var fillers: [Subscription] = []
+        while stripe.takeUnretainedValue().mutex.withLock({ ($0.count + 1) * 2 <= $0.table.capacity }) {
+            guard let other = sameStripe.next() else { break }
+            fillers.append(center.subscribe(other) { _ in })
+        }
+        let before = stripe.takeUnretainedValue().table.load(ordering: .relaxed)
+        let paused = DispatchSemaphore(value: 0)
+        let resume = DispatchSemaphore(value: 0)
+        let calls = Counter()
+        let returned = Counter()
+        let poster = TestThread {
+            _PostPause.arm {
+                paused.signal()
+                resume.wait()
+            }
+            returned.add(center.post(name))
+        }
+        paused.wait()
+        let token = center.subscribe(name) { _ in calls.increment() }
+        let after = stripe.takeUnretainedValue().table.load(ordering: .relaxed)
+        // Any cancel on the stripe reclaims the retired tables that no frame names.
+        if let other = sameStripe.next() { center.subscribe(other) { _ in }.cancel() }
+        let retired = stripe.takeUnretainedValue().mutex.withLock { $0.retired.count }
+        resume.signal()
+        poster.join()
+        #expect(after != before, "the subscribe did not grow the stripe into a new table")
+        #expect(retired == 0, "the old table was not freed while the post was paused")
+        #expect(returned.count == 1, "the post trusted its first read of the name table")
+        #expect(calls.count == 1)
+        withExtendedLifetime((fillers, token)) {}
+    }
 }
