@@ -189,7 +189,7 @@ extension PostCenter {
     func _publishStable(_ load: () -> UInt, _ publish: (UInt) -> Void) -> UInt {
         var bits = load()
         #if DEBUG
-        if _PostPause.armed.load(ordering: .relaxed) { _PostPause.fire() }
+            if _PostPause.armed.load(ordering: .relaxed) { _PostPause.fire() }
         #endif
         while true {
             publish(bits)
@@ -322,35 +322,35 @@ extension PostCenter {
 }
 
 #if DEBUG
-/// For tests, in debug builds only: a pause that one thread takes in its next `_publishStable`,
-/// right after its first read of the published word and before it publishes it, so that a test
-/// can replace and free that word's table or buffer in the window the re-read exists for.
-enum _PostPause {
-    /// Whether some thread armed a pause (read by every `_publishStable` of a debug build).
-    static let armed = Atomic<Bool>(false)
+    /// For tests, in debug builds only: a pause that one thread takes in its next `_publishStable`,
+    /// right after its first read of the published word and before it publishes it, so that a test
+    /// can replace and free that word's table or buffer in the window the re-read exists for.
+    enum _PostPause {
+        /// Whether some thread armed a pause (read by every `_publishStable` of a debug build).
+        static let armed = Atomic<Bool>(false)
 
-    /// The armed thread's record and what it runs.
-    private static let pending = _PlatformMutex<_UncheckedSendable<(thread: UInt, body: () -> Void)?>>(
-        _UncheckedSendable(nil))
+        /// The armed thread's record and what it runs.
+        private static let pending = _PlatformMutex<_UncheckedSendable<(thread: UInt, body: () -> Void)?>>(
+            _UncheckedSendable(nil))
 
-    /// Arms `body` for the calling thread's next `_publishStable`; it runs once.
-    static func arm(_ body: @escaping () -> Void) {
-        let me = _ThreadRecord.current.bits
-        pending.withLock { $0 = _UncheckedSendable((me, body)) }
-        armed.store(true, ordering: .sequentiallyConsistent)
-    }
-
-    /// Runs the armed body if the calling thread armed it.
-    static func fire() {
-        let me = _ThreadRecord.current.bits
-        let body = pending.withLock { box -> (() -> Void)? in
-            guard let armed = box.value, armed.thread == me else { return nil }
-            box = _UncheckedSendable(nil)
-            return armed.body
+        /// Arms `body` for the calling thread's next `_publishStable`; it runs once.
+        static func arm(_ body: @escaping () -> Void) {
+            let me = _ThreadRecord.current.bits
+            pending.withLock { $0 = _UncheckedSendable((me, body)) }
+            armed.store(true, ordering: .sequentiallyConsistent)
         }
-        guard let body else { return }
-        armed.store(false, ordering: .sequentiallyConsistent)
-        body()
+
+        /// Runs the armed body if the calling thread armed it.
+        static func fire() {
+            let me = _ThreadRecord.current.bits
+            let body = pending.withLock { box -> (() -> Void)? in
+                guard let armed = box.value, armed.thread == me else { return nil }
+                box = _UncheckedSendable(nil)
+                return armed.body
+            }
+            guard let body else { return }
+            armed.store(false, ordering: .sequentiallyConsistent)
+            body()
+        }
     }
-}
 #endif
