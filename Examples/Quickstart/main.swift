@@ -1,7 +1,7 @@
 // Quickstart: owners hold tokens, posts reach them, and an owner going away ends its subscriptions.
 import Subscriptions
 
-final class User {
+final class User: Sendable {
     let name: String
     init(name: String) { self.name = name }
 }

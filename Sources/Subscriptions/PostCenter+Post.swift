@@ -47,11 +47,37 @@ extension PostCenter {
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
-    public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
+    public func post<Payload: Sendable>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil)
+        -> Int
+    {
         _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
                 sender: sender), topic._key)
+    }
+
+    /// Posts a payload that is not `Sendable` to a topic.
+    ///
+    /// The payload stays on the posting thread: typed subscribers of `Payload` (which only
+    /// immediate delivery allows for a non-`Sendable` payload) receive it, and plain subscribers
+    /// of the name receive a ``PostObject`` that withholds it from ``PostObject/data`` and
+    /// ``PostObject/payload(as:)``; ``PostObject/unsafePayload(as:)`` reads it, where the reader
+    /// vouches that it is safe (on the posting thread, in an immediate handler). Typed
+    /// subscribers of the name with another payload type receive nothing of it. Everything else
+    /// is as the `Sendable` form.
+    ///
+    /// - Parameters:
+    ///   - topic: The topic to post.
+    ///   - payload: The value every matching subscriber is handed.
+    ///   - sender: Who posts, for subscriptions made `from:` it.
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
+        _heard(
+            _post(
+                topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
+                sendable: false, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.

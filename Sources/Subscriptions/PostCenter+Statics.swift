@@ -26,7 +26,6 @@ extension PostCenter {
     ///
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
-    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
@@ -81,7 +80,6 @@ extension PostCenter {
     ///
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
-    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
@@ -121,7 +119,6 @@ extension PostCenter {
     ///
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
-    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
@@ -174,7 +171,6 @@ extension PostCenter {
     ///
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
-    @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public static func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
@@ -225,6 +221,18 @@ extension PostCenter {
     }
 
     /// `PostCenter.default.post(topic, payload, from: sender)`.
+    ///
+    /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
+    /// - Threading: safe from any thread, also inside a handler.
+    @discardableResult
+    public static func post<Payload: Sendable>(
+        _ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil
+    ) -> Int {
+        PostCenter.default.post(topic, payload, from: sender)
+    }
+
+    /// `PostCenter.default.post(topic, payload, from: sender)` for a payload that is not
+    /// `Sendable`: it stays on the posting thread (see the instance method).
     ///
     /// - Returns: How many handlers ran or were scheduled; 0 when nobody listens.
     /// - Threading: safe from any thread, also inside a handler.

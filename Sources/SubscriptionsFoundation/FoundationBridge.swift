@@ -32,9 +32,10 @@ extension PostObject {
                 ?? notification.userInfo?[PostObject.UserInfoKey.post] as? PostObject
         else { return nil }
         let data = original.data
-        if data == nil, let value = original.payload(as: Any.self) {
-            // The envelope of a typed post with a value payload (its flag is always empty).
-            self.init(_typed: value)
+        if data == nil, let value = original.unsafePayload(as: Any.self) {
+            // The envelope of a typed post with a value payload, or with a payload posted as not
+            // `Sendable` (its flag is always empty): the copy withholds what the original did.
+            self.init(_copying: value, of: original)
         } else {
             self.init(flag: original.flag, data: data)
         }
@@ -88,16 +89,44 @@ extension NotificationCenter {
     /// - Returns: The token that keeps the relay alive: the Foundation observer is removed with
     ///   it, with the guarantees of ``NotificationCenter/subscribe(to:object:queue:handler:)``
     ///   (when `cancel()` returns, no relay is running on another thread and none starts again).
+    public func relay<Payload: Sendable>(
+        _ name: Notification.Name, object: AnyObject? = nil, to topic: Topic<Payload>, on center: PostCenter,
+        transform: @escaping @Sendable (Notification) -> Payload
+    ) -> Subscription {
+        _relay(name, object: object, transform: transform) { center.post(topic, $0, from: $1) }
+    }
+
+    /// ``relay(_:object:to:on:transform:)`` for a payload that is not `Sendable`: it is posted with
+    /// `PostCenter.post(_:_:from:)`'s non-`Sendable` form, so it stays
+    /// on the thread that posted the notification (plain subscribers read it only with
+    /// ``PostObject/unsafePayload(as:)``). Everything else is as the `Sendable` form.
+    ///
+    /// - Parameters:
+    ///   - name: The notification name to relay.
+    ///   - object: Only notifications posted with this sender are relayed; `nil` for every sender.
+    ///   - topic: The topic the payloads are posted to.
+    ///   - center: The center to post to; held until the token is cancelled or deinitialised.
+    ///   - transform: Makes the payload of one notification, on the posting thread.
+    /// - Returns: The token that keeps the relay alive, as for the `Sendable` form.
     public func relay<Payload>(
         _ name: Notification.Name, object: AnyObject? = nil, to topic: Topic<Payload>, on center: PostCenter,
         transform: @escaping @Sendable (Notification) -> Payload
     ) -> Subscription {
+        _relay(name, object: object, transform: transform) { center.post(topic, $0, from: $1) }
+    }
+
+    /// Observes `name` and posts what `transform` makes of each notification with `post`, from
+    /// the notification's `object` when that is an object.
+    private func _relay<Payload>(
+        _ name: Notification.Name, object: AnyObject?, transform: @escaping @Sendable (Notification) -> Payload,
+        post: @escaping @Sendable (Payload, AnyObject?) -> Void
+    ) -> Subscription {
         subscribe(to: name, object: object) { notification in
             let payload = transform(notification)
             if let sender = notification.object, type(of: sender) is AnyClass {
-                center.post(topic, payload, from: sender as AnyObject)
+                post(payload, sender as AnyObject)
             } else {
-                center.post(topic, payload)
+                post(payload, nil)
             }
         }
     }
@@ -149,7 +178,9 @@ extension PostCenter {
     /// and plain posts whose ``PostObject/data`` is a `Payload`. The notification is named
     /// `topic.name`, its `object` is the post's sender and its `userInfo` the post, as for
     /// the `forward(_:to:)` of a name; for a typed post, ``PostObject/init(_:)`` gives back
-    /// an envelope whose ``PostObject/payload(as:)`` returns the value. The forwarder counts as
+    /// an envelope whose ``PostObject/payload(as:)`` returns the value. A typed post whose payload
+    /// was posted as not `Sendable` is not forwarded: `NotificationCenter` may hand it to an
+    /// observer's queue, and the envelope withholds it anyway. The forwarder counts as
     /// one subscriber of the name, in every post of the name (also those it skips).
     ///
     /// - Parameters:
@@ -164,7 +195,7 @@ extension PostCenter {
     ) -> Subscription {
         let notificationName = Notification.Name(topic.name)
         return _subscribeWithSender(topic.name, fileID: fileID, line: line) { post, sender in
-            guard post.payload(as: Payload.self) != nil else { return }
+            guard post._payload(as: Payload.self) != nil else { return }
             center.post(name: notificationName, object: sender, userInfo: post._userInfo)
         }
     }

@@ -276,7 +276,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
 @inline(__always)
 func _extract<T>(_ type: T.Type, from post: PostObject) -> T? {
     if T.self == PostObject.self { return unsafeBitCast(post, to: T.self) }
-    return post.payload(as: T.self)
+    return post._payload(as: T.self)
 }
 
 /// Carries a value across a `@Sendable` boundary where the library, not the compiler, knows it

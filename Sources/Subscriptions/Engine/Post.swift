@@ -201,11 +201,12 @@ extension PostCenter {
     }
 
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
-    /// `envelope` tells whether `Payload` is `PostObject` (the topic's `_envelope`).
+    /// `envelope` tells whether `Payload` is `PostObject` (the topic's `_envelope`); `sendable`
+    /// whether the poster posted `Payload` as `Sendable` (the envelope withholds it otherwise).
     @inline(__always)
     func _post<Payload>(
         _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, envelope: Bool,
-        sender: AnyObject?
+        sendable: Bool = true, sender: AnyObject?
     ) -> Int {
         if envelope {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
@@ -222,7 +223,10 @@ extension PostCenter {
                     unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
                         payload, onMainActor: onMainActor, route: start.route)
                 },
-                other: { _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made) })
+                other: {
+                    _deliverTyped(
+                        payload, to: $0, route: start.route, sender: sender, sendable: sendable, envelope: &made)
+                })
         }
     }
 
@@ -231,7 +235,7 @@ extension PostCenter {
     /// an envelope), and otherwise hands it the envelope, made once per post in `envelope`.
     @inline(never)
     func _deliverTyped<Payload>(
-        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?,
+        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?, sendable: Bool,
         envelope made: inout PostObject?
     ) -> Bool {
         // Borrowed, not retained: the post's frame keeps the route alive.
@@ -241,7 +245,7 @@ extension PostCenter {
             {
                 return taken
             }
-            let object = made ?? PostObject(_typed: payload)
+            let object = made ?? PostObject(_typed: payload, sendable: sendable)
             made = object
             return entry.deliver(object, sender: sender, route: route)
         }
