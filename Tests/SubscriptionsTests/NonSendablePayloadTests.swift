@@ -12,8 +12,8 @@ private final class Note: Sendable {
     let text = "note"
 }
 
-private extension Topic where Payload == Draft {
-    static let edited = Topic("nonsendable.edited")
+extension Topic where Payload == Draft {
+    fileprivate static let edited = Topic("nonsendable.edited")
 }
 
 /// What an actor saw of the envelopes it was handed.
