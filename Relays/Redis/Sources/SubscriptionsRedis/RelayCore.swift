@@ -248,7 +248,7 @@
         /// The next sequence number expected from each origin heard on this channel (see `_Wire`).
         /// Used by the subscriber thread only; kept while the binding lives, across reconnections,
         /// so that posts lost while disconnected show as a gap.
-        let expected = Mutex<[UInt64: UInt64]>([:])
+        let sequences = Mutex(_OriginSequences())
 
         /// This binding's identity, set as the thread marker while it posts on the center.
         var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }

@@ -125,53 +125,31 @@
                 return
             }
             let bytes = UnsafeRawBufferPointer(start: third.pointee.str, count: Int(third.pointee.len))
-            guard bytes.count <= core.options.maximumMessageBytes else {
-                _reject(core, "a message of \(bytes.count) bytes, over maximumMessageBytes")
-                return
+            let action = inbound.sequences.withLock { sequences in
+                _Reception.receive(
+                    bytes, channel: name, ownHeader: core.header, signer: core.signer,
+                    maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
+                ) { parsed in
+                    switch parsed {
+                    case .post(let kind, let body):
+                        return kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
+                    case .batch(let batch):
+                        // All or nothing: none of its posts made when any entry is bad.
+                        return batch.kind == inbound.kind
+                            && _ThreadMarker.with(inbound.marker) { inbound.deliverBatch(batch) }
+                    case .mine, .foreign:
+                        return false
+                    }
+                }
             }
-            let parsed = _Wire.parse(bytes, ownHeader: core.header)
-            if case .mine = parsed { return }
-            if case .foreign = parsed {
-                _reject(core, core.signer == nil ? "a malformed or foreign message" : "a malformed or unsigned message")
-                return
-            }
-            if let signer = core.signer, !signer.isSigned(bytes, channel: name) {
-                _reject(core, "a message whose signature does not match")
-                return
-            }
-            let (origin, first) = _Wire.sequence(of: bytes)
-            let posts: UInt64
-            switch parsed {
-            case .batch(let batch): posts = UInt64(batch.count)
-            default: posts = 1
-            }
-            // A stale message (a reconnection overtook it) is skipped: its posts were counted missed.
-            let known = inbound.expected.withLock { $0[origin] }
-            if let known, first < known { return }
-            let delivered: Bool
-            switch parsed {
-            case .post(let kind, let body):
-                delivered = kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
-                if !delivered { _reject(core, "a post that does not decode as the relayed type") }
-            case .batch(let batch):
-                // All or nothing: one rejected message, and none of its posts made, when any entry is bad.
-                delivered =
-                    batch.kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliverBatch(batch) }
-                if !delivered { _reject(core, "a batch whose posts do not decode as the relayed type") }
-            case .mine, .foreign:
-                return
-            }
-            // Only delivered posts move the origin on: a rejected message's posts count as missed
-            // once a later message of that origin arrives.
-            guard delivered else { return }
-            inbound.expected.withLock { expected in
-                if expected[origin] == nil && expected.count >= 4096 { expected.removeAll() }  // relays long gone
-                expected[origin] = first &+ posts
-            }
-            if let known, first > known {
-                let count = Int(clamping: first - known)
-                core.missed.add(count, ordering: .relaxed)
-                core.events.emit(.missed(count: count))
+            switch action {
+            case .ignore: break
+            case .reject(let reason): _reject(core, reason)
+            case .delivered(let missed):
+                if missed > 0 {
+                    core.missed.addSaturating(missed)
+                    core.events.emit(.missed(count: missed))
+                }
             }
             return
         }
