@@ -224,12 +224,31 @@
             return true
         }
 
-        /// Reads what the socket holds into hiredis's reader; see `receive`.
+        /// Reads what the socket holds into hiredis's reader; see `receive`. With a `gate`, the bytes
+        /// pass through it first (a bulk string over its limit never reaches hiredis), and a protocol
+        /// error it finds returns `false` like a closed connection.
         func readAvailable() -> Bool {
-            receive { bytes in
-                _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+            guard gate != nil else {
+                return receive { bytes in
+                    _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+                }
             }
+            var framed = true
+            let open = receive { bytes in
+                guard framed else { return }
+                framed = gate!.feed(bytes, into: &gated)
+                _ = gated.withUnsafeBufferPointer { gated in
+                    gated.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+                }
+                gated.removeAll(keepingCapacity: gated.capacity <= 1 << 20)
+            }
+            return open && framed
         }
+
+        /// Measures every bulk string before hiredis buffers it, when set (the subscriber connection
+        /// sets it to `maximumMessageBytes`); see `_LengthGate`.
+        var gate: _LengthGate?
+        private var gated: [UInt8] = []
 
         /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
         /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it

@@ -36,6 +36,7 @@
         let interval = core.options.pingInterval
         var lastHeard = ContinuousClock.now
         var pinged = false
+        connection.gate = _LengthGate(limit: core.options.maximumMessageBytes)
         while !core.stopping.load(ordering: .acquiring) {
             if needsSync {
                 needsSync = false
@@ -73,7 +74,7 @@
                     let (reply, ok) = connection.nextReply()
                     guard ok else { return "the server's reply is malformed" }
                     guard let reply else { break }
-                    _handle(core, reply, &cache)
+                    _handle(core, reply, &cache) { connection.gate?.takeOversized() }
                     freeReplyObject(reply)
                 }
             }
@@ -104,12 +105,19 @@
     }
 
     /// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
-    private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache) {
+    /// `oversized` gives the announced length of a message that the connection's `_LengthGate`
+    /// replaced by a null (it was never buffered).
+    private func _handle(
+        _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache,
+        oversized: () -> Int?
+    ) {
         guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements >= 3,
             let elements = reply.pointee.element, let kind = elements[0], let channel = elements[1],
             let third = elements[2]
         else { return }
         if _equal(_bytes(kind), _messageKind) {
+            // A null: the message was over maximumMessageBytes, its bytes dropped as they arrived.
+            let size = third.pointee.type == REDIS_REPLY_NIL ? oversized() : nil
             let name = _bytes(channel)
             let cached = cache
             let found = core.channels.withLock { channels -> (_Inbound?, Int)? in
@@ -120,6 +128,10 @@
                 cache = _ChannelCache(name: Array(name), inbound: inbound, generation: generation)
             }
             guard let inbound = cache.inbound else { return }
+            if let size {
+                _reject(core, "a message of \(size) bytes, over maximumMessageBytes")
+                return
+            }
             guard third.pointee.type == REDIS_REPLY_STRING else {
                 _reject(core, "a message that is not a string")
                 return
