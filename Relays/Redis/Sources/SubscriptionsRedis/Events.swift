@@ -23,6 +23,11 @@
             /// key is set, malformed, or of the other kind); also counted in
             /// ``RedisRelay/rejectedMessages``.
             case rejected(reason: String)
+            /// Handlers are slower than the posts arriving: more than ``Options/maxPendingPosts``
+            /// received posts waited for them, so the oldest were dropped (counted in
+            /// ``RedisRelay/missedPosts``). `pending` is how many posts waited just after. Sent at most
+            /// once a second while it lasts; the connection stays up.
+            case slowConsumer(pending: Int)
         }
     }
 

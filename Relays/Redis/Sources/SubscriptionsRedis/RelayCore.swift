@@ -1,5 +1,6 @@
 // Built only with the package trait "Redis" (see the root Package.swift).
 #if Redis
+    import Dispatch
     import Subscriptions
     import Synchronization
 
@@ -24,6 +25,9 @@
         let published = Atomic<Int>(0)
         let missed = Atomic<Int>(0)
         let stopping = Atomic<Bool>(false)
+        /// For tests: while `true`, the subscriber thread does not read its socket (a reader that
+        /// falls behind, as a starved process's would, so that the server throws it out).
+        let readingPaused = Atomic<Bool>(false)
         let publisherConnected = Atomic<Bool>(false)
 
         /// Posts waiting for the publisher thread.
@@ -32,6 +36,9 @@
         let channels = Mutex(_Channels())
         let publisherWake = _WakePipe()
         let subscriberWake = _WakePipe()
+        /// Received posts waiting for the delivery thread, and its wake-up.
+        let deliveries: Mutex<_Deliveries>
+        let deliveryWake = DispatchSemaphore(value: 0)
 
         init(
             endpoint: _Endpoint, tls: _TLSContext?, prefix: String, options: RedisRelay.Options, origin: UInt64,
@@ -44,6 +51,7 @@
             self.options = options
             self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
             self.outbox = Mutex(_Outbox(connected: connected))
+            self.deliveries = Mutex(_Deliveries(limit: options.maxPendingPosts))
         }
 
         /// A new connection to the relay's server, or `nil`; an authentication or TLS failure is
@@ -123,6 +131,7 @@
         func unbind(_ channel: String, _ inbound: _Inbound) {
             let removed = channels.withLock { channels -> _Inbound? in
                 guard channels.bindings[channel] === inbound else { return nil }
+                inbound.isBound.store(false, ordering: .releasing)
                 channels.generation += 1
                 return channels.bindings.removeValue(forKey: channel)
             }
@@ -225,24 +234,26 @@
         var confirmed: Set<String> = []
     }
 
-    /// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`,
-    /// called on the subscriber thread only.
+    /// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`.
+    /// The subscriber thread decodes; the delivery thread calls what decoding returned.
     final class _Inbound: Sendable {
         /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
         let kind: UInt8
-        /// Decodes the body and posts it; `false` when the body is malformed.
-        let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
-        /// Decodes every body of a batch, then, only when all of them decode, posts them in order;
-        /// `false` (and nothing posted) when one is malformed.
-        let deliverBatch: @Sendable (_Wire.Batch) -> Bool
+        /// Decodes the body; returns what posts it, or `nil` when the body is malformed.
+        let decode: @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?
+        /// Decodes every body of a batch; only when all of them decode, returns what posts them in
+        /// order, else `nil` (and nothing will be posted).
+        let decodeBatch: @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+        /// `false` once the binding was removed: its messages still waiting are not posted.
+        let isBound = Atomic<Bool>(true)
 
         init(
-            kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
-            deliverBatch: @escaping @Sendable (_Wire.Batch) -> Bool
+            kind: UInt8, decode: @escaping @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?,
+            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
         ) {
             self.kind = kind
-            self.deliver = deliver
-            self.deliverBatch = deliverBatch
+            self.decode = decode
+            self.decodeBatch = decodeBatch
         }
 
         /// The next sequence number expected from each origin heard on this channel (see `_Wire`).

@@ -51,6 +51,13 @@
                     return "the connection failed while sending"
                 }
             }
+            if core.readingPaused.load(ordering: .relaxed) {
+                if _poll(socket: nil, wake: core.subscriberWake, timeoutMilliseconds: 5).wake {
+                    core.subscriberWake.drain()
+                    needsSync = true
+                }
+                continue
+            }
             var now = ContinuousClock.now
             if now - lastHeard >= interval * 2 { return "no answer to PING for \(interval * 2)" }
             if !pinged && now - lastHeard >= interval {
@@ -142,13 +149,18 @@
                     bytes, channel: name, ownHeader: core.header, signer: core.signer,
                     maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
                 ) { parsed in
+                    // Decoded here; posted by the delivery thread, so that handlers never hold up the
+                    // reading of the socket.
                     switch parsed {
                     case .post(let kind, let body):
-                        return kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
+                        guard kind == inbound.kind, let post = inbound.decode(body) else { return false }
+                        core.deliver(inbound, posts: 1, post)
+                        return true
                     case .batch(let batch):
                         // All or nothing: none of its posts made when any entry is bad.
-                        return batch.kind == inbound.kind
-                            && _ThreadMarker.with(inbound.marker) { inbound.deliverBatch(batch) }
+                        guard batch.kind == inbound.kind, let post = inbound.decodeBatch(batch) else { return false }
+                        core.deliver(inbound, posts: batch.count, post)
+                        return true
                     case .mine, .foreign:
                         return false
                     }
