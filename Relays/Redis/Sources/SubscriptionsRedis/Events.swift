@@ -28,6 +28,11 @@
             /// ``RedisRelay/missedPosts``). `pending` is how many posts waited just after. Sent at most
             /// once a second while it lasts; the connection stays up.
             case slowConsumer(pending: Int)
+            /// The server refused a command with an error reply, in its own words (such as `NOPERM …`):
+            /// a `SUBSCRIBE` (that name's posts do not arrive, and ``RedisRelay/waitUntilReady(timeout:)``
+            /// stays `false`) or a `PUBLISH` (its posts are counted in ``RedisRelay/DropCounts/refused``).
+            /// Sent for each refused `SUBSCRIBE`, and for the first refused `PUBLISH` of each connection.
+            case permissionDenied(String)
         }
     }
 

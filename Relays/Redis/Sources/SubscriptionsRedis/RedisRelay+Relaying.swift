@@ -50,7 +50,7 @@
                     do {
                         try _Codec.encode(payload, into: &message)
                     } catch {
-                        lease.core.dropped.add(1, ordering: .relaxed)
+                        lease.core.drops.encodingFailed.add(1, ordering: .relaxed)
                         return
                     }
                     lease.core.enqueue(channel: lease.channelBytes, message: message)

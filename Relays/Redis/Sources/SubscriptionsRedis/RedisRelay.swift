@@ -102,7 +102,10 @@
         ///     by default.
         ///   - options: Time-outs, limits, TLS and signing.
         /// - Throws: ``RedisRelayError/invalidURL(_:)``, ``RedisRelayError/authenticationFailed(_:)``
-        ///   (also sent as an event), ``RedisRelayError/tlsFailed(_:)``, or
+        ///   (also sent as an event), ``RedisRelayError/tlsFailed(_:)``,
+        ///   ``RedisRelayError/permissionDenied(_:)`` when the server refuses `SUBSCRIBE`,
+        ///   `UNSUBSCRIBE` or `PUBLISH` on the relay's channels (later refusals are
+        ///   ``Event/permissionDenied(_:)`` events), or
         ///   ``RedisRelayError/unreachable(host:port:reason:)`` unless ``Options/waitsForServer``.
         ///   No error text contains the password.
         public convenience init(
@@ -159,6 +162,14 @@
                 _ = (host, port, reason)
                 publishing = nil
                 subscribing = nil
+            }
+            // The commands the relay needs, tried once on its first connections, so that a refusal
+            // (an ACL user without them) throws here instead of losing posts without a word.
+            if let publishing, let subscribing {
+                let channel = Array(channelPrefix.utf8)
+                try subscribing.require([Array("SUBSCRIBE".utf8), channel], endpoint)
+                try subscribing.require([Array("UNSUBSCRIBE".utf8), channel], endpoint)
+                try publishing.require([Array("PUBLISH".utf8), channel, []], endpoint)
             }
             let origin = UInt64.random(in: 1...UInt64.max)
             let core = _RelayCore(
@@ -244,7 +255,11 @@
         /// ``Options/maximumMessageBytes``, sent but unacknowledged when a connection failed or the
         /// close time-out passed, refused by the server, or whose payload failed to encode. Read from
         /// any thread; it only grows.
-        public var droppedPosts: Int { core.dropped.load(ordering: .relaxed) }
+        public var droppedPosts: Int { core.drops.counts.total }
+
+        /// ``droppedPosts`` by reason (see ``DropCounts``); its fields sum to `droppedPosts` read at
+        /// the same moment. Read from any thread; each field only grows.
+        public var dropCounts: DropCounts { core.drops.counts }
 
         /// How many messages on relayed channels were skipped as malformed or foreign (not from a
         /// relay, of the other kind, or failing to decode), larger than

@@ -20,7 +20,8 @@
         let header: [UInt8]
         let events = _Events()
 
-        let dropped = Atomic<Int>(0)
+        /// Local posts not delivered to Redis, by reason.
+        let drops = _DropCounters()
         let rejected = Atomic<Int>(0)
         let published = Atomic<Int>(0)
         let missed = Atomic<Int>(0)
@@ -89,20 +90,25 @@
             let limit = options.maxQueuedPosts
             let byteLimit = options.maxQueuedBytes
             guard message.count + (signer == nil ? 0 : _Wire.signatureLength) <= options.maximumMessageBytes else {
-                dropped.add(1, ordering: .relaxed)
+                drops.tooLarge.add(1, ordering: .relaxed)
                 return
             }
-            let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
-                guard outbox.connected, outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
-                    return (false, false)
+            let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool, full: Bool) in
+                guard outbox.connected else { return (false, false, false) }
+                guard outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
+                    return (false, false, true)
                 }
                 outbox.bytes += message.count
                 outbox.items.append(_Outgoing(channel: channel, message: message))
                 let wake = outbox.writerWaiting
                 outbox.writerWaiting = false
-                return (true, wake)
+                return (true, wake, false)
             }
-            if !outcome.queued { dropped.add(1, ordering: .relaxed) }
+            if outcome.full {
+                drops.queueFull.add(1, ordering: .relaxed)
+            } else if !outcome.queued {
+                drops.disconnected.add(1, ordering: .relaxed)
+            }
             if outcome.wake { publisherWake.wake() }
         }
 

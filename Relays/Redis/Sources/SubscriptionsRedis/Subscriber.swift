@@ -118,6 +118,11 @@
         _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache,
         oversized: () -> Int?
     ) {
+        if reply.pointee.type == REDIS_REPLY_ERROR {
+            // A refused SUBSCRIBE or UNSUBSCRIBE (NOPERM …): that name stays unconfirmed.
+            core.events.emit(.permissionDenied(_string(reply)))
+            return
+        }
         guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements >= 3,
             let elements = reply.pointee.element, let kind = elements[0], let channel = elements[1],
             let third = elements[2]
