@@ -32,11 +32,15 @@ struct PermissionTests {
                 Issue.record("\(user): \(error)")
             }
         }
-        // The user of the README has everything: no error.
+        // The user of the README has everything: no error. What the check publishes is one empty
+        // message on the channel named by the prefix alone.
         try redisCommand(admin, ["ACL", "SETUSER", "app", "on", ">pass", "resetchannels", "&\(prefix)*"] + all)
+        let watcher = try RawSubscriber(port: server.port, channels: [prefix], password: "hunter2")
         let relay = try RedisRelay(
             center: PostCenter(), url: "redis://app:pass@127.0.0.1:\(server.port)", channelPrefix: prefix)
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        #expect(watcher.receive { $0.count >= 1 })
+        #expect(watcher.messages == [[]])
     }
 
     @Test func aSubscribeRefusedAfterStartIsAnEventAndTheRelayIsNotReady() async throws {

@@ -100,6 +100,43 @@ struct SlowConsumerTests {
         withExtendedLifetime(tokens) {}
     }
 
+    @Test func postsStillWaitingForTheirHandlersWhenTheRelayStopsAreCountedMissed() async throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let center = PostCenter()
+        let relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix)
+        let entered = Collector<Bool>()
+        let gate = DispatchSemaphore(value: 0)
+        let received = Collector<Int>()
+        let tokens = [
+            relay.relay(.chat),
+            center.subscribe(.chat) { message in
+                if message.seq == 0 {
+                    entered.append(true)
+                    gate.wait()
+                }
+                received.append(message.seq)
+            },
+        ]
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        let t = _Wire.typed
+        try publishRaw(port: port, channel: prefix + "chat", [frame(0, t, try binary(Message(seq: 0, text: "")))])
+        #expect(await settled { entered.count == 1 })
+        try publishRaw(
+            port: port, channel: prefix + "chat",
+            try (1...10).map { frame(UInt64($0), t, try binary(Message(seq: $0, text: ""))) })
+        #expect(await settled { relay.core.deliveries.withLock { $0.pending } == 10 })
+        // The relay stops while the handler still holds the first post: the 10 waiting are not
+        // posted, and are counted.
+        let closing = Task { await relay.close() }
+        #expect(await settled { relay.core.stopping.load(ordering: .relaxed) })
+        gate.signal()
+        await closing.value
+        #expect(received.values == [0])
+        #expect(relay.missedPosts == 10)
+        withExtendedLifetime(tokens) {}
+    }
+
     @Test func thePendingQueueDropsWholeOldestMessagesAndWarnsAtMostOnceASecond() {
         let inbound = _Inbound(kind: _Wire.typed) { _ in
             nil
