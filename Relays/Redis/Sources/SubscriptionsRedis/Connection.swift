@@ -83,6 +83,16 @@
                 throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed at once")
             }
             while commands > 0 {
+                commands -= 1
+                // The server's own words (WRONGPASS, NOAUTH, …): they never contain the password.
+                if let text = try readReply(endpoint, waitingFor: "AUTH or PING") { throw .authenticationFailed(text) }
+            }
+        }
+
+        /// Reads the next reply, waiting for it (each read bounded by the receive time-out). Returns the
+        /// text of an error reply, `nil` for any other.
+        private func readReply(_ endpoint: _Endpoint, waitingFor command: String) throws(RedisRelayError) -> String? {
+            while true {
                 let (reply, ok) = nextReply()
                 guard ok else {
                     throw .unreachable(
@@ -100,18 +110,25 @@
                     guard open, read > 0 else {
                         throw .unreachable(
                             host: endpoint.host, port: endpoint.port,
-                            reason: "no answer to AUTH or PING (is it a Redis server, and TLS if rediss://?)")
+                            reason: "no answer to \(command) (is it a Redis server, and TLS if rediss://?)")
                     }
                     continue
                 }
                 defer { freeReplyObject(reply) }
-                commands -= 1
-                if reply.pointee.type == REDIS_REPLY_ERROR {
-                    // The server's own words (WRONGPASS, NOAUTH, …): they never contain the password.
-                    let text = reply.pointee.str.map { String(cString: $0) } ?? "error"
-                    throw .authenticationFailed(text)
-                }
+                guard reply.pointee.type == REDIS_REPLY_ERROR else { return nil }
+                return reply.pointee.str.map { String(cString: $0) } ?? "error"
             }
+        }
+
+        /// Sends `command` and waits for its reply; an error reply (such as `NOPERM …`) throws
+        /// ``RedisRelayError/permissionDenied(_:)`` with the server's text.
+        func require(_ command: [[UInt8]], _ endpoint: _Endpoint) throws(RedisRelayError) {
+            append(command)
+            guard flush() else {
+                throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed")
+            }
+            let name = String(decoding: command.first ?? [], as: UTF8.self)
+            if let text = try readReply(endpoint, waitingFor: name) { throw .permissionDenied(text) }
         }
 
         /// Appends one command (such as `SUBSCRIBE channel`), formatted by hiredis, to the output
@@ -224,28 +241,51 @@
             return true
         }
 
-        /// Reads what the socket holds into hiredis's reader; see `receive`.
+        /// Reads what the socket holds into hiredis's reader; see `receive`. With a `gate`, the bytes
+        /// pass through it first (a bulk string over its limit never reaches hiredis), and a protocol
+        /// error it finds returns `false` like a closed connection.
         func readAvailable() -> Bool {
-            receive { bytes in
-                _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+            guard gate != nil else {
+                return receive { bytes in
+                    _ = bytes.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+                }
             }
+            var framed = true
+            let open = receive { bytes in
+                guard framed else { return }
+                framed = gate!.feed(bytes, into: &gated)
+                _ = gated.withUnsafeBufferPointer { gated in
+                    gated.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+                }
+                gated.removeAll(keepingCapacity: gated.capacity <= 1 << 20)
+            }
+            return open && framed
         }
+
+        /// Measures every bulk string before hiredis buffers it, when set (the subscriber connection
+        /// sets it to `maximumMessageBytes`); see `_LengthGate`.
+        var gate: _LengthGate?
+        private var gated: [UInt8] = []
 
         /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
         /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it
-        /// completes, in order, with `true` for a number or status and `false` for an error, without
+        /// completes, in order, with `nil` for a number or status and the text of an error, without
         /// hiredis's reader (no reply object per command). `false` at end of stream or on error. Call
         /// it only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
-        func readPublishReplies(_ reply: (_ acknowledged: Bool) -> Void) -> Bool {
+        func readPublishReplies(_ reply: (_ refusal: String?) -> Void) -> Bool {
             receive { bytes in
                 for byte in bytes {
                     if atLineStart {
                         lineIsError = byte == UInt8(ascii: "-")
                         atLineStart = false
+                        errorLine.removeAll(keepingCapacity: true)
                     }
                     if byte == 10 {
-                        reply(!lineIsError)
+                        reply(lineIsError ? String(decoding: errorLine.prefix { $0 != 13 }, as: UTF8.self) : nil)
                         atLineStart = true
+                    } else if lineIsError && errorLine.count < 512 && !(errorLine.isEmpty && byte == UInt8(ascii: "-"))
+                    {
+                        errorLine.append(byte)
                     }
                 }
             }
@@ -253,6 +293,8 @@
 
         private var atLineStart = true
         private var lineIsError = false
+        /// The error line being read (its first 512 bytes, without the `-`).
+        private var errorLine: [UInt8] = []
 
         /// The next complete reply already read, or `nil`; `false` in `ok` on a protocol error.
         /// The caller frees the reply with `freeReplyObject`.

@@ -23,6 +23,16 @@
             /// key is set, malformed, or of the other kind); also counted in
             /// ``RedisRelay/rejectedMessages``.
             case rejected(reason: String)
+            /// Handlers are slower than the posts arriving: more than ``Options/maxPendingPosts``
+            /// received posts waited for them, so the oldest were dropped (counted in
+            /// ``RedisRelay/missedPosts``). `pending` is how many posts waited just after. Sent at most
+            /// once a second while it lasts; the connection stays up.
+            case slowConsumer(pending: Int)
+            /// The server refused a command with an error reply, in its own words (such as `NOPERM …`):
+            /// a `SUBSCRIBE` (that name's posts do not arrive, and ``RedisRelay/waitUntilReady(timeout:)``
+            /// stays `false`) or a `PUBLISH` (its posts are counted in ``RedisRelay/DropCounts/refused``).
+            /// Sent for each refused `SUBSCRIBE`, and for the first refused `PUBLISH` of each connection.
+            case permissionDenied(String)
         }
     }
 

@@ -25,7 +25,8 @@
                 outbox.connected = false
                 return outbox.clear()
             }
-            core.dropped.add(unacknowledged + queued, ordering: .relaxed)
+            core.drops.unacknowledged.add(unacknowledged, ordering: .relaxed)
+            core.drops.disconnected.add(queued, ordering: .relaxed)
             return reason
         }
         // Stopped: whatever was posted since the last connection failed is dropped, and so is
@@ -34,7 +35,7 @@
             outbox.connected = false
             return outbox.clear()
         }
-        core.dropped.add(queued, ordering: .relaxed)
+        core.drops.disconnected.add(queued, ordering: .relaxed)
     }
 
     /// Sends and acknowledges posts until the connection fails, or until the relay stops and the
@@ -58,6 +59,7 @@
         var lastSent = ContinuousClock.now
         // When a reply last came, or the first owed one was sent.
         var progress = lastSent
+        var refusalReported = false
         while true {
             core.outbox.withLock { outbox in
                 outbox.take(messages: depth - inFlight.commands, maxBytes: maxBytes, into: &batch, counts: &counts)
@@ -105,7 +107,8 @@
                 var dropped = 0
                 var unexpected = false
                 var replies = 0
-                let open = connection.readPublishReplies { acknowledged in
+                var refusal: String?
+                let open = connection.readPublishReplies { error in
                     // A reply for no command in flight is a protocol error: the connection is given
                     // up below.
                     guard let posts = inFlight.pop() else {
@@ -113,11 +116,21 @@
                         return
                     }
                     replies += 1
-                    if acknowledged { published += posts } else { dropped += posts }
+                    if let error {
+                        dropped += posts
+                        refusal = refusal ?? error
+                    } else {
+                        published += posts
+                    }
+                }
+                // The first refusal of each connection is an event; each refused post is counted.
+                if let refusal, !refusalReported {
+                    refusalReported = true
+                    core.events.emit(.permissionDenied(refusal))
                 }
                 if replies > 0 { progress = now }
                 core.published.add(published, ordering: .relaxed)
-                core.dropped.add(dropped, ordering: .relaxed)
+                core.drops.refused.add(dropped, ordering: .relaxed)
                 guard open else { return (inFlight.posts, "the server closed the connection") }
                 guard !unexpected else { return (inFlight.posts, "the server sent a reply nobody asked for") }
             }

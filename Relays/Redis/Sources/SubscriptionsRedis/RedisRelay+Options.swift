@@ -49,6 +49,12 @@
             /// starts disconnected and keeps retrying with backoff (posts made meanwhile are dropped).
             /// A refused password or TLS handshake still throws. `false` by default.
             public var waitsForServer = false
+            /// How many received posts may wait for their handlers (the delivery thread). When a slow
+            /// handler lets more pile up, the oldest messages are dropped whole, counted in
+            /// ``RedisRelay/missedPosts``, and ``RedisRelay/Event/slowConsumer(pending:)`` is sent at
+            /// most once a second; reading the socket never waits for handlers. A batch message larger
+            /// than the limit is still queued alone. 100,000 by default; must be positive.
+            public var maxPendingPosts = 100_000
 
             /// The defaults.
             public init() {}

@@ -28,18 +28,16 @@
             _ topic: Topic<Payload>, fileID: String = #fileID, line: Int = #line
         ) -> Subscription {
             let inbound = _Inbound(kind: _Wire.typed) { [weak center] body in
-                guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
-                center?.post(topic, value)
-                return true
-            } deliverBatch: { [weak center] batch in
+                guard let value = try? _Codec.decode(Payload.self, from: body) else { return nil }
+                return { [weak center] in center?.post(topic, value) }
+            } decodeBatch: { [weak center] batch in
                 var values: [Payload] = []
                 values.reserveCapacity(batch.count)
                 for body in batch {
-                    guard let value = try? _Codec.decode(Payload.self, from: body) else { return false }
+                    guard let value = try? _Codec.decode(Payload.self, from: body) else { return nil }
                     values.append(value)
                 }
-                if let center { for value in values { center.post(topic, value) } }
-                return true
+                return { [weak center, values] in if let center { for value in values { center.post(topic, value) } } }
             }
             let lease = core.bind(topic.name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: topic.name) {
@@ -52,7 +50,7 @@
                     do {
                         try _Codec.encode(payload, into: &message)
                     } catch {
-                        lease.core.dropped.add(1, ordering: .relaxed)
+                        lease.core.drops.encodingFailed.add(1, ordering: .relaxed)
                         return
                     }
                     lease.core.enqueue(channel: lease.channelBytes, message: message)
@@ -78,18 +76,16 @@
         ///   message naming it.
         public func relay(_ name: String, fileID: String = #fileID, line: Int = #line) -> Subscription {
             let inbound = _Inbound(kind: _Wire.plain) { [weak center] body in
-                guard let flag = String(validating: body, as: UTF8.self) else { return false }
-                center?.post(name, flag: flag)
-                return true
-            } deliverBatch: { [weak center] batch in
+                guard let flag = String(validating: body, as: UTF8.self) else { return nil }
+                return { [weak center] in center?.post(name, flag: flag) }
+            } decodeBatch: { [weak center] batch in
                 var flags: [String] = []
                 flags.reserveCapacity(batch.count)
                 for body in batch {
-                    guard let flag = String(validating: body, as: UTF8.self) else { return false }
+                    guard let flag = String(validating: body, as: UTF8.self) else { return nil }
                     flags.append(flag)
                 }
-                if let center { for flag in flags { center.post(name, flag: flag) } }
-                return true
+                return { [weak center, flags] in if let center { for flag in flags { center.post(name, flag: flag) } } }
             }
             let lease = core.bind(name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: name) {

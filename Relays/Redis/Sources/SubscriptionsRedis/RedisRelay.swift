@@ -35,14 +35,19 @@
     ///   on the relay's thread, is local only as well.
     ///
     /// ## Threads
-    /// The relay runs two threads, each with its own connection. The **publisher** drains a queue
+    /// The relay runs three threads; the first two have a connection each. The **publisher** drains a queue
     /// that local posts fill (a post encodes its payload on the posting thread, appends it to the
     /// queue under a short lock and returns; it never waits for Redis). It pipelines `PUBLISH`
     /// commands, up to ``Options/pipelineDepth`` ahead of their replies, and packs consecutive queued
     /// posts of one name into one message (up to 64 posts or about 16 KiB), so that under load many
     /// posts ride one command; it never waits to fill a message, so a lone post goes out at once.
-    /// The **subscriber** posts received messages on `center`, one at a time: handlers with
-    /// ``Delivery/immediate`` run on that thread, so keep them short or give them a queue.
+    /// The **subscriber** reads, checks and decodes received messages and queues them for the
+    /// **deliverer**, which posts them on `center`, one at a time, in the order they arrived: handlers
+    /// with ``Delivery/immediate`` run on that thread. The subscriber never waits for handlers, so a
+    /// slow handler never makes the connection look dead: liveness is judged by the server's
+    /// answers alone. Between the two sit at most ``Options/maxPendingPosts`` posts; when a slow
+    /// handler lets more pile up, the oldest are dropped, counted in ``missedPosts``, and
+    /// ``Event/slowConsumer(pending:)`` is sent (at most once a second).
     ///
     /// ## Faults
     /// If Redis goes away, local posting keeps working and never blocks or throws. Both threads
@@ -77,7 +82,7 @@
 
         /// The relay's engine: its queues, counters and connections' state.
         let core: _RelayCore
-        /// The publisher and subscriber threads, to know whether `deinit` runs on one of them.
+        /// The publisher, subscriber and delivery threads, to know whether `deinit` runs on one of them.
         /// `nonisolated(unsafe)`: immutable, and only compared by identity.
         nonisolated(unsafe) private let threads: [Thread]
         /// Left by each thread when it exits.
@@ -97,7 +102,10 @@
         ///     by default.
         ///   - options: Time-outs, limits, TLS and signing.
         /// - Throws: ``RedisRelayError/invalidURL(_:)``, ``RedisRelayError/authenticationFailed(_:)``
-        ///   (also sent as an event), ``RedisRelayError/tlsFailed(_:)``, or
+        ///   (also sent as an event), ``RedisRelayError/tlsFailed(_:)``,
+        ///   ``RedisRelayError/permissionDenied(_:)`` when the server refuses `SUBSCRIBE`,
+        ///   `UNSUBSCRIBE` or `PUBLISH` on the relay's channels (later refusals are
+        ///   ``Event/permissionDenied(_:)`` events), or
         ///   ``RedisRelayError/unreachable(host:port:reason:)`` unless ``Options/waitsForServer``.
         ///   No error text contains the password.
         public convenience init(
@@ -131,10 +139,12 @@
         private init(
             center: PostCenter, endpoint: _Endpoint, channelPrefix: String, options: Options
         ) throws(RedisRelayError) {
-            guard options.pipelineDepth > 0, options.maxQueuedPosts > 0, options.maxQueuedBytes > 0 else {
+            guard options.pipelineDepth > 0, options.maxQueuedPosts > 0, options.maxQueuedBytes > 0,
+                options.maxPendingPosts > 0
+            else {
                 fatalError(
-                    "RedisRelay: Options.pipelineDepth, Options.maxQueuedPosts and Options.maxQueuedBytes must be positive"
-                )
+                    "RedisRelay: Options.pipelineDepth, Options.maxQueuedPosts, Options.maxQueuedBytes and "
+                        + "Options.maxPendingPosts must be positive")
             }
             guard options.maximumMessageBytes >= 256 else {
                 fatalError("RedisRelay: Options.maximumMessageBytes must be at least 256")
@@ -153,6 +163,14 @@
                 publishing = nil
                 subscribing = nil
             }
+            // The commands the relay needs, tried once on its first connections, so that a refusal
+            // (an ACL user without them) throws here instead of losing posts without a word.
+            if let publishing, let subscribing {
+                let channel = Array(channelPrefix.utf8)
+                try subscribing.require([Array("SUBSCRIBE".utf8), channel], endpoint)
+                try subscribing.require([Array("UNSUBSCRIBE".utf8), channel], endpoint)
+                try publishing.require([Array("PUBLISH".utf8), channel, []], endpoint)
+            }
             let origin = UInt64.random(in: 1...UInt64.max)
             let core = _RelayCore(
                 endpoint: endpoint, tls: tls, prefix: channelPrefix, options: options, origin: origin,
@@ -165,6 +183,7 @@
             self.core = core
             running.enter()
             running.enter()
+            running.enter()
             let publisher = Thread {
                 _runPublisher(core, first: handoff.takePublisher())
                 running.leave()
@@ -173,13 +192,19 @@
                 _runSubscriber(core, first: handoff.takeSubscriber())
                 running.leave()
             }
+            let deliverer = Thread {
+                _runDeliverer(core)
+                running.leave()
+            }
             publisher.name = "SubscriptionsRedis publisher"
             subscriber.name = "SubscriptionsRedis subscriber"
-            self.threads = [publisher, subscriber]
-            // The stream ends once both threads did, however the relay stopped.
+            deliverer.name = "SubscriptionsRedis deliverer"
+            self.threads = [publisher, subscriber, deliverer]
+            // The stream ends once the threads did, however the relay stopped.
             running.notify(queue: .global()) { core.events.finish() }
             publisher.start()
             subscriber.start()
+            deliverer.start()
         }
 
         /// Sends what is queued (for at most ``Options/closeTimeout``), disconnects and joins both
@@ -193,7 +218,7 @@
         }
 
         /// Stops the relay: sends what is queued (for at most ``Options/closeTimeout``, counting the
-        /// rest in ``droppedPosts``), disconnects, and returns once both threads ended. Posts made
+        /// rest in ``droppedPosts``), disconnects, and returns once its threads ended. Posts made
         /// from then on are counted dropped; nothing is received any more; ``events`` finishes.
         ///
         /// Safe to call from any task or thread, more than once (later calls wait for the same end).
@@ -219,6 +244,10 @@
         /// Ends ``events`` now: for tests that must not wait forever for an event.
         func _endEvents() { core.events.finish() }
 
+        /// Stops or resumes the reading of the subscriber connection: for tests of a reader that falls
+        /// behind (handlers can no longer hold it up).
+        func _pauseReading(_ paused: Bool) { core.readingPaused.store(paused, ordering: .relaxed) }
+
         // MARK: State
 
         /// How many local posts were not delivered to Redis: made while disconnected or after
@@ -226,7 +255,11 @@
         /// ``Options/maximumMessageBytes``, sent but unacknowledged when a connection failed or the
         /// close time-out passed, refused by the server, or whose payload failed to encode. Read from
         /// any thread; it only grows.
-        public var droppedPosts: Int { core.dropped.load(ordering: .relaxed) }
+        public var droppedPosts: Int { core.drops.counts.total }
+
+        /// ``droppedPosts`` by reason (see ``DropCounts``); its fields sum to `droppedPosts` read at
+        /// the same moment. Read from any thread; each field only grows.
+        public var dropCounts: DropCounts { core.drops.counts }
 
         /// How many messages on relayed channels were skipped as malformed or foreign (not from a
         /// relay, of the other kind, or failing to decode), larger than
@@ -235,8 +268,10 @@
         public var rejectedMessages: Int { core.rejected.load(ordering: .relaxed) }
 
         /// How many posts of other relays were lost on their way to this one, as gaps in their
-        /// sequence numbers showed (each post counts once, whatever carried it). Read from any
-        /// thread; it only grows.
+        /// sequence numbers showed (each post counts once, whatever carried it), plus the received
+        /// posts dropped because more than ``Options/maxPendingPosts`` waited for slow handlers, or
+        /// still waited when the relay stopped. Read from any thread; it only grows, and stops at
+        /// `Int.max` (a forged sequence number can claim any gap).
         public var missedPosts: Int { core.missed.load(ordering: .relaxed) }
 
         /// How many local posts Redis acknowledged. Read from any thread; it only grows.
@@ -259,11 +294,12 @@
         }
     }
 
-    /// Asks both threads of `core` to stop.
+    /// Asks the threads of `core` to stop.
     private func _stop(_ core: _RelayCore) {
         core.stopping.store(true, ordering: .releasing)
         core.publisherWake.wake()
         core.subscriberWake.wake()
+        core.deliveryWake.signal()
     }
 
     /// Carries the two connections opened by `init` to the threads that own them.

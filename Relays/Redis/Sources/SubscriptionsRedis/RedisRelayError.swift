@@ -17,6 +17,12 @@
         /// The URL is not `redis://[user[:password]@]host[:port]` or `rediss://…`: what is wrong, not
         /// the URL itself.
         case invalidURL(String)
+        /// The server refused a command the relay needs, with its own text (such as `NOPERM …` for an
+        /// ACL user without `+subscribe`, `+unsubscribe` or `+publish`, or without the relay's
+        /// channels). The initializer checks each on its first connections: it subscribes to and
+        /// unsubscribes from the channel named `channelPrefix` alone, and publishes an empty message
+        /// there.
+        case permissionDenied(String)
 
         /// A sentence naming the problem.
         public var description: String {
@@ -29,6 +35,8 @@
                 return "RedisRelay: TLS failed: \(text)"
             case .invalidURL(let text):
                 return "RedisRelay: invalid Redis URL: \(text)"
+            case .permissionDenied(let text):
+                return "RedisRelay: the server refused a command the relay needs: \(text)"
             }
         }
     }

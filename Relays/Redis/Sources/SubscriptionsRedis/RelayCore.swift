@@ -1,5 +1,6 @@
 // Built only with the package trait "Redis" (see the root Package.swift).
 #if Redis
+    import Dispatch
     import Subscriptions
     import Synchronization
 
@@ -19,11 +20,15 @@
         let header: [UInt8]
         let events = _Events()
 
-        let dropped = Atomic<Int>(0)
+        /// Local posts not delivered to Redis, by reason.
+        let drops = _DropCounters()
         let rejected = Atomic<Int>(0)
         let published = Atomic<Int>(0)
         let missed = Atomic<Int>(0)
         let stopping = Atomic<Bool>(false)
+        /// For tests: while `true`, the subscriber thread does not read its socket (a reader that
+        /// falls behind, as a starved process's would, so that the server throws it out).
+        let readingPaused = Atomic<Bool>(false)
         let publisherConnected = Atomic<Bool>(false)
 
         /// Posts waiting for the publisher thread.
@@ -32,6 +37,9 @@
         let channels = Mutex(_Channels())
         let publisherWake = _WakePipe()
         let subscriberWake = _WakePipe()
+        /// Received posts waiting for the delivery thread, and its wake-up.
+        let deliveries: Mutex<_Deliveries>
+        let deliveryWake = DispatchSemaphore(value: 0)
 
         init(
             endpoint: _Endpoint, tls: _TLSContext?, prefix: String, options: RedisRelay.Options, origin: UInt64,
@@ -44,6 +52,7 @@
             self.options = options
             self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
             self.outbox = Mutex(_Outbox(connected: connected))
+            self.deliveries = Mutex(_Deliveries(limit: options.maxPendingPosts))
         }
 
         /// A new connection to the relay's server, or `nil`; an authentication or TLS failure is
@@ -81,20 +90,25 @@
             let limit = options.maxQueuedPosts
             let byteLimit = options.maxQueuedBytes
             guard message.count + (signer == nil ? 0 : _Wire.signatureLength) <= options.maximumMessageBytes else {
-                dropped.add(1, ordering: .relaxed)
+                drops.tooLarge.add(1, ordering: .relaxed)
                 return
             }
-            let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool) in
-                guard outbox.connected, outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
-                    return (false, false)
+            let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool, full: Bool) in
+                guard outbox.connected else { return (false, false, false) }
+                guard outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
+                    return (false, false, true)
                 }
                 outbox.bytes += message.count
                 outbox.items.append(_Outgoing(channel: channel, message: message))
                 let wake = outbox.writerWaiting
                 outbox.writerWaiting = false
-                return (true, wake)
+                return (true, wake, false)
             }
-            if !outcome.queued { dropped.add(1, ordering: .relaxed) }
+            if outcome.full {
+                drops.queueFull.add(1, ordering: .relaxed)
+            } else if !outcome.queued {
+                drops.disconnected.add(1, ordering: .relaxed)
+            }
             if outcome.wake { publisherWake.wake() }
         }
 
@@ -123,6 +137,7 @@
         func unbind(_ channel: String, _ inbound: _Inbound) {
             let removed = channels.withLock { channels -> _Inbound? in
                 guard channels.bindings[channel] === inbound else { return nil }
+                inbound.isBound.store(false, ordering: .releasing)
                 channels.generation += 1
                 return channels.bindings.removeValue(forKey: channel)
             }
@@ -225,30 +240,32 @@
         var confirmed: Set<String> = []
     }
 
-    /// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`,
-    /// called on the subscriber thread only.
+    /// How messages of one relayed channel are posted on the center: made by `RedisRelay.relay`.
+    /// The subscriber thread decodes; the delivery thread calls what decoding returned.
     final class _Inbound: Sendable {
         /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
         let kind: UInt8
-        /// Decodes the body and posts it; `false` when the body is malformed.
-        let deliver: @Sendable (UnsafeRawBufferPointer) -> Bool
-        /// Decodes every body of a batch, then, only when all of them decode, posts them in order;
-        /// `false` (and nothing posted) when one is malformed.
-        let deliverBatch: @Sendable (_Wire.Batch) -> Bool
+        /// Decodes the body; returns what posts it, or `nil` when the body is malformed.
+        let decode: @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?
+        /// Decodes every body of a batch; only when all of them decode, returns what posts them in
+        /// order, else `nil` (and nothing will be posted).
+        let decodeBatch: @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+        /// `false` once the binding was removed: its messages still waiting are not posted.
+        let isBound = Atomic<Bool>(true)
 
         init(
-            kind: UInt8, deliver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
-            deliverBatch: @escaping @Sendable (_Wire.Batch) -> Bool
+            kind: UInt8, decode: @escaping @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?,
+            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
         ) {
             self.kind = kind
-            self.deliver = deliver
-            self.deliverBatch = deliverBatch
+            self.decode = decode
+            self.decodeBatch = decodeBatch
         }
 
         /// The next sequence number expected from each origin heard on this channel (see `_Wire`).
         /// Used by the subscriber thread only; kept while the binding lives, across reconnections,
         /// so that posts lost while disconnected show as a gap.
-        let expected = Mutex<[UInt64: UInt64]>([:])
+        let sequences = Mutex(_OriginSequences())
 
         /// This binding's identity, set as the thread marker while it posts on the center.
         var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }

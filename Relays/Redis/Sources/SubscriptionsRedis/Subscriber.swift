@@ -36,6 +36,7 @@
         let interval = core.options.pingInterval
         var lastHeard = ContinuousClock.now
         var pinged = false
+        connection.gate = _LengthGate(limit: core.options.maximumMessageBytes)
         while !core.stopping.load(ordering: .acquiring) {
             if needsSync {
                 needsSync = false
@@ -49,6 +50,13 @@
                 if !(added.isEmpty && removed.isEmpty) && !connection.flush() {
                     return "the connection failed while sending"
                 }
+            }
+            if core.readingPaused.load(ordering: .relaxed) {
+                if _poll(socket: nil, wake: core.subscriberWake, timeoutMilliseconds: 5).wake {
+                    core.subscriberWake.drain()
+                    needsSync = true
+                }
+                continue
             }
             var now = ContinuousClock.now
             if now - lastHeard >= interval * 2 { return "no answer to PING for \(interval * 2)" }
@@ -73,7 +81,7 @@
                     let (reply, ok) = connection.nextReply()
                     guard ok else { return "the server's reply is malformed" }
                     guard let reply else { break }
-                    _handle(core, reply, &cache)
+                    _handle(core, reply, &cache) { connection.gate?.takeOversized() }
                     freeReplyObject(reply)
                 }
             }
@@ -104,12 +112,24 @@
     }
 
     /// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
-    private func _handle(_ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache) {
+    /// `oversized` gives the announced length of a message that the connection's `_LengthGate`
+    /// replaced by a null (it was never buffered).
+    private func _handle(
+        _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache,
+        oversized: () -> Int?
+    ) {
+        if reply.pointee.type == REDIS_REPLY_ERROR {
+            // A refused SUBSCRIBE or UNSUBSCRIBE (NOPERM …): that name stays unconfirmed.
+            core.events.emit(.permissionDenied(_string(reply)))
+            return
+        }
         guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements >= 3,
             let elements = reply.pointee.element, let kind = elements[0], let channel = elements[1],
             let third = elements[2]
         else { return }
         if _equal(_bytes(kind), _messageKind) {
+            // A null: the message was over maximumMessageBytes, its bytes dropped as they arrived.
+            let size = third.pointee.type == REDIS_REPLY_NIL ? oversized() : nil
             let name = _bytes(channel)
             let cached = cache
             let found = core.channels.withLock { channels -> (_Inbound?, Int)? in
@@ -120,58 +140,45 @@
                 cache = _ChannelCache(name: Array(name), inbound: inbound, generation: generation)
             }
             guard let inbound = cache.inbound else { return }
+            if let size {
+                _reject(core, "a message of \(size) bytes, over maximumMessageBytes")
+                return
+            }
             guard third.pointee.type == REDIS_REPLY_STRING else {
                 _reject(core, "a message that is not a string")
                 return
             }
             let bytes = UnsafeRawBufferPointer(start: third.pointee.str, count: Int(third.pointee.len))
-            guard bytes.count <= core.options.maximumMessageBytes else {
-                _reject(core, "a message of \(bytes.count) bytes, over maximumMessageBytes")
-                return
+            let action = inbound.sequences.withLock { sequences in
+                _Reception.receive(
+                    bytes, channel: name, ownHeader: core.header, signer: core.signer,
+                    maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
+                ) { parsed in
+                    // Decoded here; posted by the delivery thread, so that handlers never hold up the
+                    // reading of the socket.
+                    switch parsed {
+                    case .post(let kind, let body):
+                        guard kind == inbound.kind, let post = inbound.decode(body) else { return false }
+                        core.deliver(inbound, posts: 1, post)
+                        return true
+                    case .batch(let batch):
+                        // All or nothing: none of its posts made when any entry is bad.
+                        guard batch.kind == inbound.kind, let post = inbound.decodeBatch(batch) else { return false }
+                        core.deliver(inbound, posts: batch.count, post)
+                        return true
+                    case .mine, .foreign:
+                        return false
+                    }
+                }
             }
-            let parsed = _Wire.parse(bytes, ownHeader: core.header)
-            if case .mine = parsed { return }
-            if case .foreign = parsed {
-                _reject(core, core.signer == nil ? "a malformed or foreign message" : "a malformed or unsigned message")
-                return
-            }
-            if let signer = core.signer, !signer.isSigned(bytes, channel: name) {
-                _reject(core, "a message whose signature does not match")
-                return
-            }
-            let (origin, first) = _Wire.sequence(of: bytes)
-            let posts: UInt64
-            switch parsed {
-            case .batch(let batch): posts = UInt64(batch.count)
-            default: posts = 1
-            }
-            // A stale message (a reconnection overtook it) is skipped: its posts were counted missed.
-            let known = inbound.expected.withLock { $0[origin] }
-            if let known, first < known { return }
-            let delivered: Bool
-            switch parsed {
-            case .post(let kind, let body):
-                delivered = kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliver(body) }
-                if !delivered { _reject(core, "a post that does not decode as the relayed type") }
-            case .batch(let batch):
-                // All or nothing: one rejected message, and none of its posts made, when any entry is bad.
-                delivered =
-                    batch.kind == inbound.kind && _ThreadMarker.with(inbound.marker) { inbound.deliverBatch(batch) }
-                if !delivered { _reject(core, "a batch whose posts do not decode as the relayed type") }
-            case .mine, .foreign:
-                return
-            }
-            // Only delivered posts move the origin on: a rejected message's posts count as missed
-            // once a later message of that origin arrives.
-            guard delivered else { return }
-            inbound.expected.withLock { expected in
-                if expected[origin] == nil && expected.count >= 4096 { expected.removeAll() }  // relays long gone
-                expected[origin] = first &+ posts
-            }
-            if let known, first > known {
-                let count = Int(clamping: first - known)
-                core.missed.add(count, ordering: .relaxed)
-                core.events.emit(.missed(count: count))
+            switch action {
+            case .ignore: break
+            case .reject(let reason): _reject(core, reason)
+            case .delivered(let missed):
+                if missed > 0 {
+                    core.missed.addSaturating(missed)
+                    core.events.emit(.missed(count: missed))
+                }
             }
             return
         }

@@ -129,6 +129,7 @@ struct AuthTests {
         #expect(relayA.publishedPosts == 1000 && relayA.droppedPosts == 0)
         a.post(.chat, Message(seq: 1000, text: "after close"))
         #expect(relayA.droppedPosts == 1)
+        #expect(relayA.dropCounts.disconnected == 1 && relayA.dropCounts.total == 1)
         #expect(eventually { received.count >= 1000 })
         #expect(received.values == Array(0..<1000))
         await relayA.close()  // again: returns

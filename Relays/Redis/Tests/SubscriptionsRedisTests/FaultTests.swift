@@ -41,6 +41,7 @@ struct FaultTests {
         #expect(eventually { atB.count >= 100 })
         #expect(atB.values == Array(0..<50) + Array(70..<120))
         #expect(pair.relayA.droppedPosts == 20)
+        #expect(pair.relayA.dropCounts.disconnected == 20)
         #expect(pair.relayA.publishedPosts == 100)
         #expect(pair.relayB.rejectedMessages == 0)
         // The posts A dropped were never sent (never numbered): nothing is missing at B.

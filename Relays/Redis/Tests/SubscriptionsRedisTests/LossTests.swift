@@ -57,24 +57,22 @@ struct LossTests {
         let relayB = try RedisRelay(
             center: b, host: "127.0.0.1", port: server.port, channelPrefix: prefix, options: fastOptions)
         var events = EventReader(relayB)
-        let gate = DispatchSemaphore(value: 0)
         let received = Collector<Int>()
         let tokens = [
             relayA.relay(.chat), relayB.relay(.chat),
-            b.subscribe(.chat) { message in
-                if message.seq == 0 { gate.wait() }  // B stalls on its first post
-                received.append(message.seq)
-            },
+            b.subscribe(.chat) { message in received.append(message.seq) },
         ]
         #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
         #expect(await events.next() == .connected)
+        // B's reader stalls (a slow handler no longer can: handlers run on a thread of their own).
+        relayB._pauseReading(true)
 
         let text = String(repeating: "x", count: 1000)
         let total = 20_000
         for seq in 0..<total { a.post(.chat, Message(seq: seq, text: text)) }
         #expect(eventually { relayA.publishedPosts + relayA.droppedPosts == total })
         #expect(relayA.droppedPosts == 0)
-        gate.signal()
+        relayB._pauseReading(false)
         // B reads what reached it, sees the connection closed, reconnects; A's next post shows the gap.
         let again = await events.read { $0 == .connected }
         #expect(again.count == 2, "\(again)")
@@ -112,6 +110,7 @@ struct LossTests {
         #expect(eventually { received.count >= 2 })
         #expect(received.values == [0, 3])
         #expect(relayA.publishedPosts == 3 && relayA.droppedPosts == 1)
+        #expect(relayA.dropCounts.tooLarge == 1 && relayA.dropCounts.total == 1)
         #expect(relayB.rejectedMessages == 1)
         guard case .rejected(let reason) = await events.next() else { return }
         #expect(reason.contains("maximumMessageBytes"), "\(reason)")
@@ -139,25 +138,37 @@ struct LossTests {
         withExtendedLifetime(token) {}
     }
 
-    @Test func aPublishTheServerRefusesIsCountedDropped() throws {
+    @Test func aPublishTheServerRefusesIsCountedDropped() async throws {
         let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
         let prefix = uniquePrefix()
-        // An ACL user that may subscribe to the relay's channels but not publish on them: the server
-        // answers each PUBLISH with a NOPERM error.
+        let admin = "redis://:hunter2@127.0.0.1:\(server.port)"
         _ = try redisCommand(
-            "redis://:hunter2@127.0.0.1:\(server.port)",
+            admin,
             [
                 "ACL", "SETUSER", "reader", "on", ">readerpass", "resetchannels", "&\(prefix)*", "+subscribe",
-                "+unsubscribe", "+ping",
+                "+unsubscribe", "+ping", "+publish",
             ])
         let center = PostCenter()
         let relay = try RedisRelay(
             center: center, url: "redis://reader:readerpass@127.0.0.1:\(server.port)", channelPrefix: prefix)
+        var events = EventReader(relay)
         let token = relay.relay(.chat)
         #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        #expect(await events.next() == .connected)
+        // The user loses +publish once the relay runs (a refusal at start throws, see AuthTests): the
+        // server answers each PUBLISH with a NOPERM error.
+        _ = try redisCommand(admin, ["ACL", "SETUSER", "reader", "-publish"])
         for seq in 0..<5 { center.post(.chat, Message(seq: seq, text: "refused")) }
         #expect(eventually { relay.publishedPosts + relay.droppedPosts == 5 })
         #expect(relay.droppedPosts == 5 && relay.publishedPosts == 0)
+        var refused = RedisRelay.DropCounts()
+        refused.refused = 5
+        #expect(relay.dropCounts == refused)
+        guard case .permissionDenied(let text) = await events.next() else {
+            Issue.record("no permissionDenied event")
+            return
+        }
+        #expect(text.hasPrefix("NOPERM"), "\(text)")
         withExtendedLifetime(token) {}
     }
 
@@ -180,6 +191,10 @@ struct LossTests {
         #expect(relay.droppedPosts >= 70)
         server.freeze(false)
         #expect(eventually { relay.publishedPosts + relay.droppedPosts == 100 })
+        // Every drop is for one reason: the queue was full, or posts in flight were unanswered.
+        let counts = relay.dropCounts
+        #expect(counts.queueFull >= 70 && counts.total == relay.droppedPosts, "\(counts)")
+        #expect(counts.queueFull + counts.unacknowledged == counts.total, "\(counts)")
         withExtendedLifetime(token) {}
     }
 }

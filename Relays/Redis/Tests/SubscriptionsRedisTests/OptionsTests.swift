@@ -17,6 +17,7 @@ struct OptionsTests {
         #expect(options.closeTimeout == .seconds(2))
         #expect(options.tlsCAFile == nil && options.tlsServerName == nil && options.signingKey == nil)
         #expect(!options.waitsForServer)
+        #expect(options.maxPendingPosts == 100_000)
         let key = Array(repeating: UInt8(1), count: 32)
         #expect(RedisRelay.Options(signingKey: key).signingKey == key)
         #expect(RedisRelay.Options(signingKey: key).maximumMessageBytes == 1024 * 1024)

@@ -186,8 +186,9 @@ final class RawSubscriber {
     /// The messages received so far, in order.
     private(set) var messages: [[UInt8]] = []
 
-    init(port: Int, channels: [String]) throws {
-        connection = try _Connection.open(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    init(port: Int, channels: [String], password: String? = nil) throws {
+        let url = "redis://\(password.map { ":\($0)@" } ?? "")127.0.0.1:\(port)"
+        connection = try _Connection.open(_Endpoint(url: url), tls: nil, timeout: .seconds(2))
         connection.append([Array("SUBSCRIBE".utf8)] + channels.map { Array($0.utf8) })
         #expect(connection.flush())
         var confirmed = 0

@@ -1,0 +1,114 @@
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    import Synchronization
+
+    /// The broker-independent receive path: what one message received on a relayed channel becomes,
+    /// decided from its bytes alone (no socket, no Redis, no thread). The subscriber thread feeds it
+    /// every message; the fuzz tests feed it random and mutated ones.
+    ///
+    /// Every number read from the message is hostile until checked: the length against
+    /// `maximumMessageBytes` first, the framing by `_Wire.parse` (batch counts at most
+    /// `_Wire.batchMaxPosts`, lengths inside the message), the signature, then the sequence number,
+    /// whose arithmetic saturates (`_OriginSequences`).
+    enum _Reception {
+        /// What to do with a message.
+        enum Action: Equatable {
+            /// Nothing: the relay's own message, or a stale one (a reconnection overtook it, or a forged
+            /// number moved its origin ahead); no counter moves.
+            case ignore
+            /// Refuse it: counted in `rejectedMessages`, with this reason.
+            case reject(String)
+            /// It was delivered (`deliver` returned `true`); `missed` posts of its origin were lost before
+            /// it (zero when none).
+            case delivered(missed: Int)
+        }
+
+        /// Checks `bytes`, received on `channel`, and hands an acceptable one to `deliver` (which
+        /// checks its kind and bodies, and returns whether it took it). Only a delivered message moves
+        /// its origin on in `sequences`: a refused one's posts count as missed when that origin's
+        /// next message arrives.
+        ///
+        /// - Parameters:
+        ///   - bytes: The message, as received.
+        ///   - channel: The channel it came on (part of what a signature covers).
+        ///   - ownHeader: The receiving relay's header (`_Wire.header`): recognises its own messages,
+        ///     and by its magic whether messages must be signed.
+        ///   - signer: Checks signatures when the relay has a key.
+        ///   - maximumMessageBytes: A longer message is refused before anything else is read.
+        ///   - sequences: The channel's per-origin state, moved on by a delivered message.
+        ///   - deliver: Takes an accepted message; `false` when its kind or a body is wrong.
+        /// - Returns: What the caller must count and report.
+        static func receive(
+            _ bytes: UnsafeRawBufferPointer, channel: UnsafeRawBufferPointer, ownHeader: [UInt8], signer: _Signer?,
+            maximumMessageBytes: Int, sequences: inout _OriginSequences, deliver: (_Wire.Parsed) -> Bool
+        ) -> Action {
+            guard bytes.count <= maximumMessageBytes else {
+                return .reject("a message of \(bytes.count) bytes, over maximumMessageBytes")
+            }
+            let parsed = _Wire.parse(bytes, ownHeader: ownHeader)
+            switch parsed {
+            case .mine: return .ignore
+            case .foreign:
+                return .reject(signer == nil ? "a malformed or foreign message" : "a malformed or unsigned message")
+            case .post, .batch: break
+            }
+            if let signer, !signer.isSigned(bytes, channel: channel) {
+                return .reject("a message whose signature does not match")
+            }
+            let (origin, first) = _Wire.sequence(of: bytes)
+            let posts: UInt64
+            if case .batch(let batch) = parsed { posts = UInt64(batch.count) } else { posts = 1 }
+            guard sequences.isCurrent(origin: origin, first: first) else { return .ignore }
+            guard deliver(parsed) else {
+                if case .batch = parsed { return .reject("a batch whose posts do not decode as the relayed type") }
+                return .reject("a post that does not decode as the relayed type")
+            }
+            return .delivered(missed: sequences.delivered(origin: origin, first: first, posts: posts))
+        }
+    }
+
+    /// The next sequence number expected from each origin heard on one channel (see `_Wire`): a pure
+    /// state machine, fed by `_Reception.receive` on the subscriber thread.
+    ///
+    /// Its arithmetic saturates: a forged number near `UInt64.max` moves the origin to the end of the
+    /// range (its later messages are stale), never traps. It remembers at most `maxOrigins` origins,
+    /// forgetting them all when a new one would pass that (relays long gone), so a flood of forged
+    /// origin ids costs bounded memory.
+    struct _OriginSequences {
+        /// The most origins remembered per channel.
+        static let maxOrigins = 4096
+        private(set) var expected: [UInt64: UInt64] = [:]
+
+        /// Whether a message of `origin` numbered `first` is not stale (below the expected number).
+        func isCurrent(origin: UInt64, first: UInt64) -> Bool {
+            guard let known = expected[origin] else { return true }
+            return first >= known
+        }
+
+        /// Records a delivered message of `posts` posts numbered from `first`; returns how many posts of
+        /// `origin` were lost before it (a gap; zero for an origin heard first), at most `Int.max`.
+        mutating func delivered(origin: UInt64, first: UInt64, posts: UInt64) -> Int {
+            let known = expected[origin]
+            if known == nil && expected.count >= Self.maxOrigins { expected.removeAll() }
+            let (next, overflow) = first.addingReportingOverflow(posts)
+            expected[origin] = overflow ? .max : next
+            guard let known, first > known else { return 0 }
+            return Int(clamping: first - known)
+        }
+    }
+
+    extension Atomic where Value == Int {
+        /// Adds `amount` (not negative), stopping at `Int.max` instead of trapping: for counters whose
+        /// increments come from the wire.
+        func addSaturating(_ amount: Int) {
+            var current = load(ordering: .relaxed)
+            while true {
+                let (sum, overflow) = current.addingReportingOverflow(amount)
+                let (exchanged, original) = compareExchange(
+                    expected: current, desired: overflow ? .max : sum, ordering: .relaxed)
+                if exchanged { return }
+                current = original
+            }
+        }
+    }
+#endif
