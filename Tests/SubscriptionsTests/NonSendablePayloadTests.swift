@@ -154,4 +154,22 @@ struct NonSendablePayloadTests {
         #expect(typed.values == [ObjectIdentifier(note)])
         withExtendedLifetime((token, queued)) {}
     }
+
+    /// Guarantees 13, "How": an envelope per entry for a payload posted as not `Sendable` (one per
+    /// post otherwise).
+    @Test func eachPlainSubscriberGetsAnEnvelopeOfItsOwnForANonSendablePayloadAndASharedOneOtherwise() {
+        let center = PostCenter()
+        // The envelopes themselves, kept alive, so that no address is reused.
+        let envelopes = Recorder<PostObject>()
+        let first = center.subscribe("nonsendable.envelopes") { envelopes.append($0) }
+        let second = center.subscribe("nonsendable.envelopes") { envelopes.append($0) }
+        let draft = Draft()
+        center.post(Topic<Draft>("nonsendable.envelopes"), draft)
+        let withheld = envelopes.values
+        center.post(Topic<Note>("nonsendable.envelopes"), Note())
+        let shared = Array(envelopes.values.dropFirst(2))
+        #expect(withheld.count == 2 && withheld[0] !== withheld[1])
+        #expect(shared.count == 2 && shared[0] === shared[1])
+        withExtendedLifetime((first, second, draft)) {}
+    }
 }

@@ -224,8 +224,13 @@ extension PostCenter {
                         payload, onMainActor: onMainActor, route: start.route)
                 },
                 other: {
-                    _deliverTyped(
-                        payload, to: $0, route: start.route, sender: sender, sendable: sendable, envelope: &made)
+                    // The withheld form makes an envelope per entry (no `made`): the two forms of
+                    // `post` then differ in shape, not in a constant only. The compiler merges
+                    // functions that differ in constants into one that takes them as parameters,
+                    // which cost the common, `Sendable` form a call and a parameter per post.
+                    sendable
+                        ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
+                        : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
                 })
         }
     }
@@ -235,6 +240,24 @@ extension PostCenter {
     /// an envelope), and otherwise hands it the envelope, made once per post in `envelope`.
     @inline(never)
     func _deliverTyped<Payload>(
+        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?,
+        envelope made: inout PostObject?
+    ) -> Bool {
+        _deliverTyped(payload, to: entry, route: route, sender: sender, sendable: true, envelope: &made)
+    }
+
+    /// `_deliverTyped` for a payload posted as not `Sendable`: the envelope withholds it, and is
+    /// made for this entry alone.
+    @inline(never)
+    func _deliverWithheld<Payload>(
+        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?
+    ) -> Bool {
+        var made: PostObject?
+        return _deliverTyped(payload, to: entry, route: route, sender: sender, sendable: false, envelope: &made)
+    }
+
+    @inline(__always)
+    private func _deliverTyped<Payload>(
         _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?, sendable: Bool,
         envelope made: inout PostObject?
     ) -> Bool {
