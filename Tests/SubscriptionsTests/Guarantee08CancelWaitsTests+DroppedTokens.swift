@@ -215,6 +215,9 @@ enum DroppedCaptureGate {
             print("the drop beside another thread's record did not park its entry in the process-wide fence form")
             exit(1)
         }
+        // U stays alive until the end, so that no thread that starts later (the settling job's)
+        // can have its identity.
+        let endUnrelated = DispatchSemaphore(value: 0)
         let unrelated = TestThread {
             marks.unrelatedThread.store(currentThread(), ordering: .sequentiallyConsistent)
             if unrelatedDrops == 0 {
@@ -223,6 +226,7 @@ enum DroppedCaptureGate {
                 for _ in 0..<unrelatedDrops { _ = center.subscribe("gate.other") { _ in } }
             }
             marks.unrelatedDone.store(true, ordering: .sequentiallyConsistent)
+            endUnrelated.wait()
         }
         let me = currentThread()
         let decided = eventually {
@@ -230,16 +234,18 @@ enum DroppedCaptureGate {
             return marks.unrelatedDone.load(ordering: .sequentiallyConsistent)
                 || (ranOn != 0 && [marks.unrelatedThread.load(ordering: .sequentiallyConsistent), me].contains(ranOn))
         }
-        let ranOn = marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent)
-        let inUnrelated = ranOn != 0 && ranOn == marks.unrelatedThread.load(ordering: .sequentiallyConsistent)
         let done = marks.unrelatedDone.load(ordering: .sequentiallyConsistent)
         // Open the gate whatever happened, so that every thread can end.
         gate.signal()
         _Retirements.holdsTimedJobForTesting.store(false, ordering: .relaxed)
         holder.join()
-        unrelated.join()
         dropper.join()
         let released = eventually { marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent) != 0 }
+        // Read while U is alive: a thread's identity is unique among the live ones only.
+        let ranOn = marks.ownerDeinitThread.load(ordering: .sequentiallyConsistent)
+        let inUnrelated = ranOn != 0 && ranOn == marks.unrelatedThread.load(ordering: .sequentiallyConsistent)
+        endUnrelated.signal()
+        unrelated.join()
         if inUnrelated || ranOn == me {
             let what = unrelatedDrops == 0 ? "cancel" : "drop"
             print("an unrelated \(what) ran a dropped token's captures' deinit and waited for another handler")

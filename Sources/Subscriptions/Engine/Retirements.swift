@@ -99,44 +99,51 @@ enum _Retirements {
     /// Settles every parked entry with one heavy fence. `onJob`: the caller is the settling job,
     /// which finishes the batch itself; any other caller hands it to a job.
     static func flush(onJob: Bool) {
-        let batch = take()
+        var batch = take()
         guard !batch.isEmpty else { return }
         let onlyThread = _ThreadRecord.onlyThread
-        let settled = _Fence.heavy(onlyThread: onlyThread) { sortOut(batch, onlyThread: onlyThread) }
+        let settled = _Fence.heavy(onlyThread: onlyThread) { sortOut(&batch, onlyThread: onlyThread) }
         if onJob { settled.finish() } else { settled.finishOnJob() }
     }
 
     /// A batch sorted out by `sortOut`, to be finished after the heavy fence's scan.
-    struct Settled {
-        var release: [_Entry] = []
-        var orphan: [_Entry] = []
+    ///
+    /// A class whose entries the finishing job takes out: the entries' last references must go
+    /// on that job, since for most entries (`_Handler`) the closure goes with the entry object
+    /// itself, not with `releaseHandler()`. Whoever else still holds the batch (the thread that
+    /// sorted it out, until its call returns) then holds an empty one.
+    final class Settled: @unchecked Sendable {
+        // @unchecked: filled by `sortOut` before it is shared, then emptied once, by the one
+        // job that finishes it; the thread that sorted it out never touches it again.
+        fileprivate var release: [_Entry] = []
+        fileprivate var orphan: [_Entry] = []
 
         /// Releases the entries no thread called and orphans the others. Runs user code (the
         /// closures' captures go), so only on a settling job (`finishOnJob()`): never inside a
         /// heavy fence's scan, under a lock, or on a thread that settles a batch for its own
         /// `cancel()` or drop.
         fileprivate func finish() {
+            let (orphan, release) = (self.orphan, self.release)
+            (self.orphan, self.release) = ([], [])
             for entry in orphan { _Orphans.add(entry) }
             for entry in release { entry.releaseHandler() }
         }
 
         /// Hands the batch to a job on the settling queue, which releases and orphans its entries.
         func finishOnJob() {
-            // Unchecked: the entries move to the job whole; the caller keeps no use of them.
-            let batch = _UncheckedSendable(self)
-            DispatchQueue.global(qos: .utility).async { batch.value.finish() }
+            DispatchQueue.global(qos: .utility).async { self.finish() }
         }
     }
 
-    /// Sorts the entries of `batch` into those that no thread calls (to release) and the others
-    /// (to orphan). Call inside a heavy fence's scan, after `take()`: a post that had not
-    /// published an entry by the fence reads its zeroed slot. `onlyThread` is the one the fence
-    /// was given (then only the caller's own record can be calling an entry).
-    static func sortOut(_ batch: [_Entry], onlyThread: Bool) -> Settled {
+    /// Moves the entries of `batch` (which it leaves empty) into those that no thread calls (to
+    /// release) and the others (to orphan). Call inside a heavy fence's scan, after `take()`: a
+    /// post that had not published an entry by the fence reads its zeroed slot. `onlyThread` is
+    /// the one the fence was given (then only the caller's own record can be calling an entry).
+    static func sortOut(_ batch: inout [_Entry], onlyThread: Bool) -> Settled {
         // One scan for the whole batch: the entries some frame is calling.
         var calling: Set<UInt> = []
         _ThreadRecord.visitAll(onlyThread: onlyThread) { r in r.forEachCall { calling.insert($0) } }
-        var settled = Settled()
+        let settled = Settled()
         for entry in batch {
             if calling.contains(_SlotBuffer.bits(of: entry)) {
                 settled.orphan.append(entry)
@@ -144,6 +151,7 @@ enum _Retirements {
                 settled.release.append(entry)
             }
         }
+        batch = []
         return settled
     }
 

@@ -398,14 +398,14 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             return
         }
         // Dropped tokens parked before this point are settled by the same fence.
-        let parked = wait ? _Retirements.take() : []
+        var parked = wait ? _Retirements.take() : []
         var settled: _Retirements.Settled?
         var mine = false
         var others = 0
         // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
         // the cancelled state), and every call of the entry that may still run is visible.
         _Fence.heavy(onlyThread: onlyThread) {
-            if !parked.isEmpty { settled = _Retirements.sortOut(parked, onlyThread: onlyThread) }
+            if !parked.isEmpty { settled = _Retirements.sortOut(&parked, onlyThread: onlyThread) }
             _ThreadRecord.visitHinted(routeBits, onlyThread: onlyThread) { r in
                 if r.calls(bits) {
                     if r == me { mine = true } else { others += 1 }
