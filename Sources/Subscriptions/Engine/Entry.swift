@@ -169,7 +169,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
         if filtered {
-            guard let sender, let postSender, sender === postSender else { return false }
+            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
         let target = target()
         guard target.alive, let payload = _extract(Payload.self, from: post) else { return false }
