@@ -55,6 +55,8 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     /// A one-shot (`once: true`): the first post that reaches it claims it (`spent`), and the
     /// entry leaves its route before the payload is appended.
     let once: Bool
+    /// Whether a post found the actor gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
     /// A spin lock around the mailbox (`pending`, `spare`, `draining`): its sections are a few
     /// instructions long (an append, an exchange), and the poster and the draining task take it
     /// alternately from two threads, where a mutex that sleeps at once on contention (glibc's)
@@ -83,7 +85,8 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
         if filtered {
             guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
-        guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+        guard actor != nil else { return noteGone(route) }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
         if once && !claim(route) { return false }
         append(payload, route)
         return true
@@ -94,10 +97,21 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     /// takes the envelope path.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
-        guard actor != nil else { return false }
+        guard actor != nil else { return noteGone(route) }
         if once && !claim(route) { return false }
         append(payload.assumingMemoryBound(to: Payload.self).pointee, route)
         return true
+    }
+
+    /// A post found the actor gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { tracker?.noteGone(route, "actor", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
     }
 
     /// Claims a one-shot for the post in hand: exactly one post wins, even when several threads

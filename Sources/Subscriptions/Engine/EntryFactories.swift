@@ -77,9 +77,10 @@ extension PostCenter {
             return true
         }
         if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        // The tracker also for immediate delivery (which schedules nothing): it reports a dead
+        // observer (`Diagnostic.subscriberGone`).
         return _OptionsEntry(
-            executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor),
-            invoke: invoke)
+            executor: executor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
     }
 
     /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.

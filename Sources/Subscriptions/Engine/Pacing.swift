@@ -287,6 +287,8 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// none). Written before the entry is published; that retained post reaching the entry live
     /// (or an older one) is dropped.
     @exclusivity(unchecked) var replayed: UInt64 = 0
+    /// Whether a post found the observer gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
 
     init(
         queue: DispatchQueue, machine: _PacingMachine, observer: AnyObject?, sender: AnyObject?,
@@ -307,7 +309,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
         if filtered {
             guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
-        if observed && observer == nil { return false }
+        if observed && observer == nil { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
         offer(payload, route)
         return true
@@ -317,9 +319,20 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// sender filter needs the post's sender (the envelope path has it).
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
-        if observed && observer == nil { return false }
+        if observed && observer == nil { return noteGone(route) }
         if let delay = slot.offer(raw: payload) { arm(delay, route) }
         return true
+    }
+
+    /// A post found the observer gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { slot.tracker?.noteGone(route, "observer", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(observed: observed, observer, filtered: filtered, sender, keeping: &keep)
     }
 
     @inline(__always)
@@ -406,6 +419,8 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     /// For `replay: true`: the version of the retained post put in the slot when subscribing (0:
     /// none), written before the entry is published; see `_PacedEntry.replayed`.
     @exclusivity(unchecked) var replayed: UInt64 = 0
+    /// Whether a post found the actor gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
 
     init(
         actor: A, tracker: _DeliveryTracker?, sender: AnyObject? = nil,
@@ -423,16 +438,28 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
         if filtered {
             guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
-        guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+        guard actor != nil else { return noteGone(route) }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
         if slot.offer(payload) != nil { start(route) }
         return true
     }
 
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
-        guard actor != nil else { return false }
+        guard actor != nil else { return noteGone(route) }
         if slot.offer(raw: payload) != nil { start(route) }
         return true
+    }
+
+    /// A post found the actor gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { slot.tracker?.noteGone(route, "actor", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
     }
 
     /// Starts the task of one call. It holds the entry, and the actor only while it runs on it.
