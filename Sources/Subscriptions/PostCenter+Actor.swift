@@ -52,8 +52,8 @@ extension PostCenter {
     /// the first payload the slot holds: a post made before the first call replaces it.
     ///
     /// Every option combines with every other: `from:` and `once:` work as for
-    /// ``subscribe(_:from:delivery:replay:once:fileID:line:handler:)-(Topic<Payload>,_,Delivery,_,_,_,_,_)``,
-    /// and a one-shot delivers its one post uncoalesced (a one-shot has no stream to coalesce).
+    /// `subscribe(_:from:delivery:replay:once:)`, and a one-shot delivers its one post
+    /// uncoalesced (a one-shot has no stream to coalesce).
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
