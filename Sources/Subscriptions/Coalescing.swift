@@ -38,7 +38,9 @@ import Dispatch
 /// - **One-shot.** `subscribe(…, once: true)`, in every variant, delivers its one post with the base
 ///   delivery: pacing shapes a stream of posts, and a one-shot has one.
 ///
-/// Pacing cannot be combined with `replay: true` (subscribing traps with a message saying so).
+/// - **Replay.** With `replay: true`, the name's retained post is the first post the pacing
+///   sees: it fills the slot when subscribing, and a post made before the first call replaces it,
+///   as any pending payload. A throttle calls it at once; a debounce after the interval.
 ///
 /// - Threading: a value, safe to share across threads.
 public enum Pacing: Sendable, Hashable {
@@ -113,16 +115,15 @@ extension Delivery {
         return self
     }
 
-    /// The pacing to apply when subscribing, or `nil`. Traps on misuse: a paced `.immediate`, or
-    /// pacing with `replay: true`.
-    func _pacing(replay: Bool) -> Pacing? {
+    /// The pacing to apply when subscribing, or `nil`. Traps on a paced `.immediate`, which has
+    /// no queue to run a later call on (a `Delivery` value the type system cannot rule out).
+    func _pacing() -> Pacing? {
         guard case .paced(let base, let pacing) = self else { return nil }
         if case .immediate = base._unpaced {
             fatalError(
                 "Subscriptions: .immediate cannot be \(pacing._adjective): a paced call runs later, so it needs a queue; use .queue(q).\(pacing._adjective) or .mainActor.\(pacing._adjective)"
             )
         }
-        pacing._checkNoReplay(replay)
         return pacing
     }
 }
@@ -153,10 +154,9 @@ extension MainActorDelivery {
     /// - Returns: The debounced main-actor delivery.
     public func debounced(_ interval: Duration) -> MainActorDelivery { .paced(.debounced(interval)) }
 
-    /// The pacing to apply when subscribing, or `nil`. Traps with `replay: true`.
-    func _pacing(replay: Bool) -> Pacing? {
+    /// The pacing to apply when subscribing, or `nil`.
+    func _pacing() -> Pacing? {
         guard case .paced(let pacing) = self else { return nil }
-        pacing._checkNoReplay(replay)
         return pacing
     }
 }
@@ -167,14 +167,6 @@ extension Pacing {
         case .coalesced: return "coalesced"
         case .throttled: return "throttled"
         case .debounced: return "debounced"
-        }
-    }
-
-    func _checkNoReplay(_ replay: Bool) {
-        if replay {
-            fatalError(
-                "Subscriptions: replay: true cannot be combined with a \(_adjective) delivery; subscribe without replay, or read retained(_:) first"
-            )
         }
     }
 }

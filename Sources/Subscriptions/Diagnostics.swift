@@ -25,6 +25,14 @@ extension PostCenter: _EngineReporting {
         /// takes a post, with the number discarded since the previous report, on the iterating
         /// task; posts discarded after the consumer's last take are not reported.
         case droppedPosts(name: String, count: Int)
+        /// A post of `name` reached a subscription whose `subscriber` deallocated while its token
+        /// lives: `"actor"` for `subscribe(_:on:…)`, `"observer"` for `register(…observer:…)`.
+        /// Nothing reaches that subscription again, and its token reads `actor gone` or
+        /// `observer gone`. Usually an actor or observer kept in a local `let`, whose life ends at
+        /// its last use (right after `subscribe`), while the token lives on. `site` is where the
+        /// subscription was made. Reported once per subscription, by the first post that finds
+        /// it so, on the posting thread.
+        case subscriberGone(name: String, subscriber: String, site: SubscriptionSite?)
 
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
@@ -43,6 +51,11 @@ extension PostCenter: _EngineReporting {
             case .droppedPosts(let name, let count):
                 return "Subscriptions: a posts(\"\(name)\") sequence discarded \(count) posts its consumer did not "
                     + "take in time; use bufferingPolicy: .unbounded (the default) or a larger limit to keep them."
+            case .subscriberGone(let name, let subscriber, let site):
+                return "Subscriptions: a post of \"\(name)\" reached a subscription whose \(subscriber) is gone"
+                    + (site.map { " (made at \($0.fileID):\($0.line))" } ?? "") + "; its token lives, but nothing "
+                    + "reaches it again. Keep the \(subscriber) alive as long as the token (a local let ends at its "
+                    + "last use), or cancel the token."
             }
         }
     }
@@ -162,6 +175,14 @@ extension PostCenter: _EngineReporting {
         guard let report else { return }
         // `report` is a copy: its closure is released here, unlocked.
         report.report(.manySubscriptions(name: key.name, count: live, site: _subscriptionSites(key).first))
+    }
+
+    /// Reports that a post of `key` found the `subscriber` of the subscription made at `site`
+    /// gone, if diagnostics are on. Called once per subscription, inside the post, unlocked.
+    func _noteSubscriberGone(_ key: _NameKey, _ subscriber: String, site: UInt16) {
+        guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics else { return }
+        let place = _CallSites.shared.site(site).map { SubscriptionSite(fileID: $0.fileID, line: $0.line, count: 1) }
+        diagnostics.report(.subscriberGone(name: key.name, subscriber: subscriber, site: place))
     }
 
     /// Reports that a `Posts` sequence of `name` discarded `count` posts, if diagnostics are on.

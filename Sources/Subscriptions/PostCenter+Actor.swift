@@ -46,18 +46,30 @@ extension PostCenter {
     /// task. The handler is `@Sendable` for the same reason: the center calls it from that task.
     ///
     /// With `replay: true`, the name's retained post (see <doc:RetainedPosts>), if any and if it
-    /// is a `Payload`, is the first payload the handler gets, before every post made after
-    /// `subscribe` returned; a retained post it was handed this way does not reach it twice.
+    /// is a `Payload` (and, with `from:`, was posted from that sender), is the first payload the
+    /// handler gets, before every post made after `subscribe` returned; a retained post it was
+    /// handed this way does not reach it twice. With `coalesced: true` too, the retained post is
+    /// the first payload the slot holds: a post made before the first call replaces it.
+    ///
+    /// Every option combines with every other: `from:` and `once:` work as for
+    /// `subscribe(_:from:delivery:replay:once:)`, and a one-shot delivers its one post
+    /// uncoalesced (a one-shot has no stream to coalesce).
     ///
     /// - Parameters:
     ///   - topic: The topic to listen to.
+    ///   - sender: When given, only posts made `from:` this object are delivered (a retained post
+    ///     is replayed only if it was posted `from:` it). Held weakly: once it deallocates,
+    ///     nothing more is delivered and the subscription is no longer counted.
     ///   - actor: The actor the handler runs on, held weakly.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload`, on the actor.
+    ///   - once: When `true`, exactly one post is delivered (the replayed one, if any), even when
+    ///     several threads post at once: the first post that reaches the subscription claims it,
+    ///     and the subscription leaves the route before the payload is handed to the actor
+    ///     (``Subscription/isActive`` turns `false`).
     ///   - coalesced: When `true`, only the newest payload waits for the actor, as a post made
     ///     while a call is pending replaces its payload; the call runs in a detached task at
-    ///     `.medium` priority, as without it. Not with `replay: true` (that traps, naming the
-    ///     conflict, as paced deliveries do).
+    ///     `.medium` priority, as without it. Ignored with `once: true`.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
@@ -66,19 +78,13 @@ extension PostCenter {
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts and actor, not one per post or per subscription.
     public func subscribe<A: Actor, Payload: Sendable>(
-        _ topic: Topic<Payload>, on actor: A, replay: Bool = false, coalesced: Bool = false, fileID: String = #fileID,
-        line: Int = #line, handler: @escaping @Sendable (isolated A, Payload) -> Void
+        _ topic: Topic<Payload>, from sender: AnyObject? = nil, on actor: A, replay: Bool = false,
+        once: Bool = false, coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (isolated A, Payload) -> Void
     ) -> Subscription {
-        if coalesced {
-            Pacing.coalesced._checkNoReplay(replay)
-            return _add(
-                _CoalescingActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: topic._key, fileID,
-                line)
-        }
-        return _addActor(
-            _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
-            to: topic._key, replay: replay, fileID,
-            line)
+        _actorSubscription(
+            topic._key, sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID, line,
+            handler)
     }
 
     /// Subscribes `handler` to every post of `name`, running it isolated to `actor`, with the
@@ -93,8 +99,9 @@ extension PostCenter {
     /// }
     /// ```
     ///
-    /// Ordering, threading, lifetime, cancellation, `replay` and `coalesced` are those of
-    /// ``subscribe(_:on:replay:coalesced:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_,_)``: posts of one thread
+    /// Ordering, threading, lifetime, cancellation, `from`, `replay`, `once` and `coalesced` are
+    /// those of
+    /// ``subscribe(_:from:on:replay:once:coalesced:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_,_,_,_)``: posts of one thread
     /// arrive in order, the poster never waits, the actor is held weakly, and when `cancel()`
     /// returns no handler starts again and a running one has returned (unless `cancel()` is
     /// called from inside it). The handler is `@Sendable` because it runs in a task of its own,
@@ -102,29 +109,41 @@ extension PostCenter {
     ///
     /// - Parameters:
     ///   - name: The name to listen to.
+    ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
     ///   - actor: The actor the handler runs on, held weakly.
-    ///   - replay: When `true`, the handler first gets the name's retained post, if any, on the actor.
+    ///   - replay: When `true`, the handler first gets the name's retained post, if any (and, with
+    ///     `from:`, if it was posted from that sender), on the actor.
+    ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
     ///   - coalesced: When `true`, only the newest envelope waits for the actor, as a post made
-    ///     while a call is pending replaces it. Not with `replay: true` (that traps, naming the
-    ///     conflict, as paced deliveries do).
+    ///     while a call is pending replaces it. Ignored with `once: true`.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
-        _ name: String, on actor: A, replay: Bool = false, coalesced: Bool = false, fileID: String = #fileID,
-        line: Int = #line, handler: @escaping @Sendable (isolated A, PostObject) -> Void
+        _ name: String, from sender: AnyObject? = nil, on actor: A, replay: Bool = false, once: Bool = false,
+        coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (isolated A, PostObject) -> Void
     ) -> Subscription {
-        if coalesced {
-            Pacing.coalesced._checkNoReplay(replay)
-            return _add(
-                _CoalescingActorEntry(actor: actor, tracker: _deliveries, handler: handler), to: _NameKey(name), fileID,
-                line)
+        _actorSubscription(
+            _NameKey(name), sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID,
+            line, handler)
+    }
+
+    /// The entry of an actor subscription, every option applied: a coalescing one unless it is a
+    /// one-shot (whose one post needs no coalescing).
+    func _actorSubscription<A: Actor, Payload: Sendable>(
+        _ key: _NameKey, sender: AnyObject?, actor: A, replay: Bool, once: Bool, coalesced: Bool, _ fileID: String,
+        _ line: Int, _ handler: @escaping @Sendable (isolated A, Payload) -> Void
+    ) -> Subscription {
+        if coalesced && !once {
+            return _addCoalescingActor(
+                _CoalescingActorEntry(actor: actor, tracker: _deliveries, sender: sender, handler: handler), to: key,
+                replay: replay, fileID, line)
         }
         return _addActor(
-            _ActorEntry(queue: _actorQueue(for: actor), tracker: _deliveries, handler: handler),
-            to: _NameKey(name), replay: replay,
-            fileID,
-            line)
+            _ActorEntry(
+                queue: _actorQueue(for: actor), tracker: _deliveries, sender: sender, once: once, handler: handler),
+            to: key, replay: replay, fileID, line)
     }
 }

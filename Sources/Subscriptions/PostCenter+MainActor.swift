@@ -14,8 +14,9 @@ extension PostCenter {
     ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
     ///   - delivery: `.mainActor`, or a paced main-actor delivery such as `.mainActor.coalesced`.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any:
-    ///     synchronously when subscribing on the main thread, else scheduled like a post. Traps
-    ///     with `from:` and with a paced delivery.
+    ///     synchronously when subscribing on the main thread, else scheduled like a post; with
+    ///     `from:`, only one posted `from:` that sender. A paced delivery calls it later, as the
+    ///     first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it unpaced.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
@@ -41,7 +42,8 @@ extension PostCenter {
     ///   - delivery: `.mainActor`, or a paced main-actor delivery.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
-    ///     a post. Traps with `from:` and with a paced delivery.
+    ///     a post; with `from:`, only one posted `from:` that sender. A paced delivery calls it
+    ///     later, as the first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
@@ -70,7 +72,8 @@ extension PostCenter {
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: `.mainActor`, or a paced main-actor delivery.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any:
-    ///     synchronously when subscribing on the main thread, else scheduled like a post.
+    ///     synchronously when subscribing on the main thread, else scheduled like a post (with a
+    ///     paced delivery, later, as the first post the pacing sees).
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -80,7 +83,7 @@ extension PostCenter {
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
@@ -92,7 +95,7 @@ extension PostCenter {
     ///   - delivery: `.mainActor`, or a paced main-actor delivery.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
-    ///     a post.
+    ///     a post (with a paced delivery, later, as the first post the pacing sees).
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
@@ -102,7 +105,7 @@ extension PostCenter {
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(replay: replay), selector)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 }

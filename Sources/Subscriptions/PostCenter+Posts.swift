@@ -46,7 +46,8 @@ extension PostCenter {
     ///   - replay: When `true`, the sequence starts with the name's retained payload, if any and
     ///     if it is a `Payload`, then yields every later post, none
     ///     twice and none out of order; the retained payload is the first buffered element and
-    ///     counts against `bufferingPolicy`. Traps with `from:`.
+    ///     counts against `bufferingPolicy`. With `from:`, only a retained post made `from:` that
+    ///     sender (still alive) is replayed.
     ///   - fileID: The caller's file, recorded for ``subscriptionSites(for:)`` and
     ///     ``Diagnostic/manySubscriptions(name:count:site:)``; leave the default.
     ///   - line: The caller's line; leave the default.
@@ -86,8 +87,8 @@ extension PostCenter {
     ///   - sender: When given, only posts made `from:` this object are yielded. Held weakly.
     ///   - bufferingPolicy: What to keep while the consumer is busy; every post by default. A
     ///     bounded policy reports what it discards through ``diagnostics``.
-    ///   - replay: When `true`, the sequence starts with the name's retained post, if any. Traps
-    ///     with `from:`.
+    ///   - replay: When `true`, the sequence starts with the name's retained post, if any (with
+    ///     `from:`, only one posted `from:` that sender).
     ///   - fileID: The caller's file, recorded for ``subscriptionSites(for:)``; leave the default.
     ///   - line: The caller's line; leave the default.
     /// - Returns: A single-consumer sequence: iterate it once, from one task.

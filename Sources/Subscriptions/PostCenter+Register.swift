@@ -40,7 +40,7 @@ extension PostCenter {
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(replay: replay), selector)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
     }
 
@@ -89,7 +89,7 @@ extension PostCenter {
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
         fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(replay: replay), selector)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
     }
 }

@@ -35,8 +35,9 @@ extension PostCenter {
     ///     a paced delivery, or `.mainActor` (which, written literally, picks the overload that
     ///     takes a `@MainActor` handler).
     ///   - replay: When `true`, the handler first gets the name's retained post, if any, then
-    ///     every later post, none twice and none out of order. Traps with `from:` (a retained
-    ///     post has no sender) and with a paced delivery, naming the conflict.
+    ///     every later post, none twice and none out of order. With `from:`, only a retained post
+    ///     made `from:` that sender (still alive) is replayed. With a paced delivery, the retained
+    ///     post is the first post the pacing sees (see ``Pacing``).
     ///   - once: When `true`, exactly one post is delivered, even when several threads post at
     ///     once: the first post that reaches the subscription claims it, and the subscription
     ///     leaves the route before the handler runs (``Subscription/isActive`` turns `false`).
@@ -78,7 +79,7 @@ extension PostCenter {
     ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
-    ///     is a `Payload`. Traps with `from:`.
+    ///     is a `Payload` (with `from:`, only one posted `from:` that sender).
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
@@ -105,7 +106,8 @@ extension PostCenter {
     ///   - delivery: Where the handler runs: `.immediate`, `.queue(q)`, a paced delivery, or
     ///     `.mainActor`.
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
-    ///     is a `Payload`. Traps with `from:` and with a paced delivery.
+    ///     is a `Payload` (with `from:`, only one posted `from:` that sender); with a paced
+    ///     delivery, as the first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it with its base delivery.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.

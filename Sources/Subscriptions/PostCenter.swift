@@ -58,6 +58,7 @@ public final class PostCenter: Sendable {
     /// ``Posts`` sequences of it finish after yielding what they buffered.
     public init() {
         _stripes = _Stripes(count: 16)
+        _deliveries.reporter = self
     }
 
     deinit {

@@ -67,14 +67,28 @@ extension Subscription: CustomDebugStringConvertible {
     /// What the token is for, where it was made and its state:
     /// `Subscription("login", App/Screen.swift:12, active)`.
     ///
-    /// The state is `active`, `paused` or `cancelled` (also for a fired one-shot, a registration
-    /// whose observer or sender deallocated, and a token whose center deinitialised). A cancelled
-    /// token no longer knows its call site. Protocol observers read
-    /// `Subscription(UserObserver, App/Screen.swift:12, active)`.
+    /// The state is `active`, `paused`, `cancelled` (also for a fired one-shot and a token whose
+    /// center deinitialised), or, for a registration that is still in place but can never be
+    /// reached again because what it holds weakly deallocated, `actor gone`, `observer gone` or
+    /// `sender gone`:
+    ///
+    /// ```swift
+    /// func watch() -> Subscription {
+    ///     let cache = Cache()
+    ///     return center.subscribe(.reading, on: cache) { cache, value in cache.values.append(value) }
+    /// }   // `cache` deallocates here: watch().debugDescription ends in "actor gone)"
+    /// ```
+    ///
+    /// A cancelled token no longer knows its call site. Protocol observers read
+    /// `Subscription(UserObserver, App/Screen.swift:12, active)` (`observer gone` once the
+    /// observer deallocated). String interpolation (`"\(token)"`) prints the same text.
     ///
     /// - Threading: safe from any thread; takes the registration's lock briefly.
     public var debugDescription: String {
-        let (name, site, state) = _home._describe(self)
+        var (name, site, state) = _home._describe(self)
+        if state == "cancelled", let route = _home as? _Route, let gone = route._goneTarget(self) {
+            state = gone
+        }
         let place = _CallSites.shared.site(site).map { ", \($0.fileID):\($0.line)" } ?? ""
         return "Subscription(\(name)\(place), \(state))"
     }

@@ -440,7 +440,17 @@ private final class TokenOwner: @unchecked Sendable {
         posts.post(Topic<Int>("bridge.retained"), 7, retain: true)
         #expect(objects.all == [true, true])
         #expect(flags.all.first == "kept")
-        withExtendedLifetime((observer, forwarding)) {}
+        // A retained post made from: a sender forwards with that sender as the object.
+        final class Phone: Sendable {}
+        let sender = Phone()
+        let senders = Seen<Bool>()
+        let identity = center.subscribe(to: Notification.Name("bridge.retained")) { note in
+            senders.append((note.object as AnyObject?) === sender)
+        }
+        posts.post("bridge.retained", flag: "from", from: sender, retain: true)
+        #expect(senders.all == [true])
+        #expect(objects.all == [true, true, false])
+        withExtendedLifetime((observer, forwarding, identity, sender)) {}
     }
 
     /// A notification posted by `NotificationCenter` arrives as a typed payload; with `object:`

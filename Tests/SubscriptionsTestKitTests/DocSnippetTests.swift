@@ -51,6 +51,43 @@ extension Topic where Payload == Int {
 }
 // END article for-await test
 
+extension Topic where Payload == Int {
+    static let reading = Topic("reading")
+    static let batteryLevel = Topic("batteryLevel")
+}
+
+// BEGIN README actor options
+actor Cache {
+    var values: [Int] = []
+}
+
+final class Dashboard {
+    let cache = Cache()  // kept as long as the token: a local `let` would end right after `subscribe`
+    var token: Subscription?
+
+    init(center: PostCenter, sensor: AnyObject) {
+        // Every option of `subscribe` applies: `from:`, `replay:`, `once:`, and `coalesced:` for the newest only.
+        token = center.subscribe(.reading, from: sensor, on: cache, replay: true, coalesced: true) { cache, value in
+            cache.values.append(value)
+        }
+    }
+}
+// END README actor options
+
+// BEGIN article retained senders
+final class Phone {}
+final class Watch {}
+
+func showBatteryLevels(_ center: PostCenter, phone: Phone, watch: Watch) -> [Subscription] {
+    center.post(.batteryLevel, 80, from: phone, retain: true)  // kept with its sender, held weakly
+    return [
+        center.subscribe(.batteryLevel, from: phone, replay: true) { print("phone", $0) },  // 80 at once
+        center.subscribe(.batteryLevel, from: watch, replay: true) { print("watch", $0) },  // only live posts
+        center.subscribe(.batteryLevel, replay: true) { print("any", $0) },  // 80 at once: whoever sent it
+    ]
+}
+// END article retained senders
+
 @Suite("The docs' for-await view model")
 struct DocSnippetTests {
     /// The snippets above are the ones the docs show: each doc contains the text between its
@@ -59,6 +96,8 @@ struct DocSnippetTests {
         ("README view model", "README.md"),
         ("README view model", "Sources/Subscriptions/Subscriptions.docc/TestingCodeThatPosts.md"),
         ("article for-await test", "Sources/Subscriptions/Subscriptions.docc/TestingCodeThatPosts.md"),
+        ("README actor options", "README.md"),
+        ("article retained senders", "Sources/Subscriptions/Subscriptions.docc/RetainedPosts.md"),
     ])
     func theDocsShowTheSnippetsThisFileCompiles(snippet: String, doc: String) throws {
         let here = URL(fileURLWithPath: #filePath)
@@ -71,6 +110,30 @@ struct DocSnippetTests {
         #expect(
             text.contains("```swift\n" + code + "```\n"),
             "\(doc) does not show the \(snippet) of \(here.lastPathComponent)")
+    }
+
+    /// The README's dashboard keeps its actor, so its token stays active and the sender's posts
+    /// (the retained one first) reach the cache.
+    @Test func theDashboardKeepsItsActorAndGetsTheSendersReadings() async {
+        let center = PostCenter()
+        let sensor = Phone()
+        center.post(.reading, 1, from: sensor, retain: true)
+        let dashboard = Dashboard(center: center, sensor: sensor)
+        await center.waitForPendingDeliveries()
+        #expect(await dashboard.cache.values == [1])
+        #expect(String(reflecting: dashboard.token!).hasSuffix("active)"))
+        withExtendedLifetime(sensor) {}
+    }
+
+    /// The article's battery levels: the phone's filter and the unfiltered one replay 80, the
+    /// watch's does not.
+    @Test func onlyTheSendersFilterAndTheUnfilteredOneReplayTheRetainedLevel() {
+        let center = PostCenter()
+        let (phone, watch) = (Phone(), Watch())
+        let tokens = showBatteryLevels(center, phone: phone, watch: watch)
+        #expect(tokens.count == 3)
+        #expect(center.post(.batteryLevel, 81, from: watch) == 2)  // the watch's filter and the unfiltered one
+        withExtendedLifetime((tokens, phone, watch)) {}
     }
 
     @Test @MainActor func theLoopEndsAndUnsubscribesWhenTheModelGoes() async throws {

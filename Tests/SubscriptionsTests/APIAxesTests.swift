@@ -4,6 +4,12 @@ import Testing
 
 private final class Device: Sendable {}
 
+/// An actor that keeps what its handler received.
+private actor AxesInbox {
+    var values: [Int] = []
+    func receive(_ value: Int) { values.append(value) }
+}
+
 /// The wrapper of the Call Sites article: it takes `fileID:` and `line:` and passes them on.
 private final class Screen: Sendable {
     func show(_ user: String) {}
@@ -132,26 +138,69 @@ struct APIAxesTests {
         withExtendedLifetime((token, staticToken, a)) {}
     }
 
-    /// `replay: true` with `from:` can never replay (a retained post has no sender): it traps,
-    /// naming both parameters, on every form that takes both.
-    @Test func replayWithASenderFilterTrapsNamingTheConflict() async {
-        let message = "replay: true cannot be combined with from:"
-        let typed = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let token = PostCenter().subscribe(Topic<Int>("x"), from: Device(), replay: true) { _ in }
-            withExtendedLifetime(token) {}
-        }
-        let main = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let token = PostCenter().subscribe("x", from: Device(), delivery: .mainActor, replay: true) { _ in }
-            withExtendedLifetime(token) {}
-        }
-        let sequence = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let posts = PostCenter().posts("x", from: Device(), replay: true)
-            withExtendedLifetime(posts) {}
-        }
-        for result in [typed, main, sequence] {
-            let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-            #expect(stderr.contains(message))
-        }
+    /// `replay: true` with `from:` replays the retained post only when it was posted `from:` that
+    /// very sender; without `from:`, whoever sent it. On every form that takes both: immediate,
+    /// queued, main-actor, paced, actor and `posts`, for topics and names.
+    @MainActor @Test(.tags(.pin)) func replayWithASenderFilterReplaysOnlyThatSendersRetainedPost() async {
+        let center = PostCenter()
+        let (a, b) = (Device(), Device())
+        let topic = Topic<Int>("axes.replay-from")
+        center.post(topic, 7, from: a, retain: true)
+        let immediateA = Recorder<Int>()
+        let immediateB = Recorder<Int>()
+        let anyone = Recorder<Int>()
+        let queued = Recorder<Int>()
+        let paced = Recorder<Int>()
+        let names = Recorder<String>()
+        var main: [Int] = []
+        let queue = DispatchQueue(label: "axes.replay-from")
+        let inbox = AxesInbox()
+        let tokens = [
+            center.subscribe(topic, from: a, replay: true) { immediateA.append($0) },
+            center.subscribe(topic, from: b, replay: true) { immediateB.append($0) },
+            center.subscribe(topic, replay: true) { anyone.append($0) },
+            center.subscribe(topic, from: a, delivery: .queue(queue), replay: true) { queued.append($0) },
+            center.subscribe(topic, from: b, delivery: .queue(queue), replay: true) { queued.append(-$0) },
+            center.subscribe(topic, from: a, delivery: .queue(queue).coalesced, replay: true) { paced.append($0) },
+            center.subscribe(topic, from: a, delivery: .mainActor, replay: true) { main.append($0) },
+            center.subscribe(topic, from: b, delivery: .mainActor, replay: true) { main.append(-$0) },
+            center.subscribe(topic.name, from: a, replay: true) { names.append("\($0.payload(as: Int.self) ?? 0)") },
+            center.subscribe(topic.name, from: b, replay: true) { names.append("b\($0.payload(as: Int.self) ?? 0)") },
+            center.subscribe(topic, from: a, on: inbox, replay: true) { inbox, value in inbox.receive(value) },
+            center.subscribe(topic, from: b, on: inbox, replay: true) { inbox, value in inbox.receive(-value) },
+        ]
+        var fromA = center.posts(topic, from: a, replay: true).makeAsyncIterator()
+        var fromB = center.posts(topic, from: b, replay: true).makeAsyncIterator()
+        center.post(topic, 8, from: b)
+        await center.waitForPendingDeliveries()
+        #expect(immediateA.values == [7])
+        #expect(immediateB.values == [8])
+        #expect(anyone.values == [7, 8])
+        #expect(queued.values == [7, -8])
+        #expect(paced.values == [7])
+        #expect(main == [7, -8])
+        #expect(names.values == ["7", "b8"])
+        #expect(await inbox.values == [7, -8])
+        #expect(await fromA.next() == 7)
+        #expect(await fromB.next() == 8)
+        withExtendedLifetime((tokens, a, b)) {}
+    }
+
+    /// The name forms of a retained post keep their sender too.
+    @Test(.tags(.pin)) func theNameFormsOfARetainedPostKeepTheirSender() {
+        let center = PostCenter()
+        let (a, b) = (Device(), Device())
+        center.post("axes.kept", PostObject(flag: "object"), from: a, retain: true)
+        let first = Recorder<String>()
+        let t1 = center.subscribe("axes.kept", from: a, replay: true) { first.append($0.flag) }
+        let t2 = center.subscribe("axes.kept", from: b, replay: true) { first.append("b " + $0.flag) }
+        center.post("axes.kept", flag: "flag", from: b, retain: true)
+        let second = Recorder<String>()
+        let t3 = center.subscribe("axes.kept", from: b, replay: true) { second.append($0.flag) }
+        let t4 = center.subscribe("axes.kept", from: a, replay: true) { second.append("a " + $0.flag) }
+        #expect(first.values == ["object", "b flag"])
+        #expect(second.values == ["flag"])
+        withExtendedLifetime((t1, t2, t3, t4, a, b)) {}
     }
 
     /// The Call Sites article: a wrapper that forwards `fileID:` and `line:` records its caller's

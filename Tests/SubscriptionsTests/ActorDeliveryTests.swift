@@ -481,4 +481,61 @@ struct ActorDeliveryTests {
         #expect(seen.values == [0, 1, 2])
         withExtendedLifetime(token) {}
     }
+
+    /// Every option of an actor subscription combines: `from:` filters live and replayed posts,
+    /// `once:` takes exactly one (the replayed one when there is one) and leaves the route, and
+    /// `coalesced:` with `replay:` starts from the retained post.
+    @Test(.tags(.pin)) func anActorSubscriptionTakesFromReplayOnceAndCoalescedTogether() async {
+        final class Sender: Sendable {}
+        let center = PostCenter()
+        let (a, b) = (Sender(), Sender())
+        let topic = Topic<Int>("actor.combined")
+        center.post(topic, 1, from: a, retain: true)
+        let onceFromA = Inbox<Int>()
+        let onceFromB = Inbox<Int>()
+        let fromB = Inbox<Int>()
+        let coalesced = Inbox<Int>()
+        let names = Inbox<String>()
+        let t1 = center.subscribe(topic, from: a, on: onceFromA, replay: true, once: true) { $0.receive($1) }
+        let t2 = center.subscribe(topic, from: b, on: onceFromB, replay: true, once: true) { $0.receive($1) }
+        let t3 = center.subscribe(topic, from: b, on: fromB, replay: true, coalesced: true) { $0.receive($1) }
+        let t4 = center.subscribe(topic, on: coalesced, replay: true, coalesced: true) { $0.receive($1) }
+        let t5 = center.subscribe(topic.name, from: a, on: names, replay: true, once: true) {
+            $0.receive("\($1.payload(as: Int.self) ?? 0)")
+        }
+        #expect(!t1.isActive && !t5.isActive)
+        #expect(t2.isActive && t3.isActive)
+        await center.waitForPendingDeliveries()
+        #expect(center.post(topic, 2, from: a) == 1)  // only t4: the one-shots from a are spent
+        await center.waitForPendingDeliveries()
+        center.post(topic, 3, from: b)
+        center.post(topic, 4, from: b)
+        await center.waitForPendingDeliveries()
+        #expect(await onceFromA.values == [1])
+        #expect(await names.values == ["1"])
+        #expect(await onceFromB.values == [3])
+        #expect(!t2.isActive)
+        #expect(await fromB.values.last == 4)
+        #expect(await fromB.values.allSatisfy { $0 == 3 || $0 == 4 })
+        #expect(await coalesced.values.first == 1)
+        #expect(await coalesced.values.last == 4)
+        withExtendedLifetime((t1, t2, t3, t4, t5, a, b)) {}
+    }
+
+    /// A coalescing actor subscription with `replay: true`: a post made before the first call
+    /// replaces the retained payload, as any pending one (the actor is held back meanwhile).
+    @Test(.tags(.pin)) func aCoalescedActorReplayIsReplacedByAPostBeforeTheFirstCall() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("actor.coalesced.replay")
+        center.post(topic, 1, retain: true)
+        let progress = Progress()
+        let inbox = GatedInbox<Int>("actor.coalesced.replay", reached: progress.continuation)
+        inbox.executor.queue.suspend()
+        let token = center.subscribe(topic, on: inbox, replay: true, coalesced: true) { $0.receive($1) }
+        center.post(topic, 2)
+        inbox.executor.queue.resume()
+        await center.waitForPendingDeliveries()
+        #expect(await inbox.values == [2])
+        withExtendedLifetime(token) {}
+    }
 }

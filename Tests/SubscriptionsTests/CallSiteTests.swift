@@ -147,7 +147,7 @@ struct CallSiteTests {
             center.subscriptionSites(for: "login") == [SubscriptionSite(fileID: "App/Gone.swift", line: 3, count: 1)])
         owner = nil
         #expect(center.subscriptionSites(for: "login").isEmpty)
-        #expect(String(reflecting: token) == "Subscription(\"login\", App/Gone.swift:3, cancelled)")
+        #expect(String(reflecting: token) == "Subscription(\"login\", App/Gone.swift:3, observer gone)")
     }
 
     // MARK: The call-site table (Engine/CallSites.swift)

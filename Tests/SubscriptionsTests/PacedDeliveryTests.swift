@@ -631,13 +631,47 @@ struct PacedDeliveryTests {
         }
     }
 
-    @Test func pacingWithReplayTraps() async {
-        await #expect(processExitsWith: .failure) {
-            let queue = DispatchQueue(label: "replay")
-            let token = PostCenter().subscribe(Topic<Int>("x"), delivery: .queue(queue).coalesced, replay: true) { _ in
-            }
-            withExtendedLifetime(token) {}
+    /// Pacing with `replay: true`: the retained post is the first post the pacing sees. Alone, it
+    /// is called (coalesced, throttled and debounced alike); a post made before the first call
+    /// replaces it, as any pending payload.
+    @Test(.tags(.pin)) func replayFeedsTheRetainedPostToThePacingFirst() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("paced.replay")
+        center.post(topic, 5, retain: true)
+        let queue = DispatchQueue(label: "paced.replay")
+        let deliveries: [Delivery] = [
+            .queue(queue).coalesced, .queue(queue).throttled(.milliseconds(1)),
+            .queue(queue).debounced(.milliseconds(1)),
+        ]
+        for delivery in deliveries {
+            let alone = Recorder<Int>()
+            let token = center.subscribe(topic, delivery: delivery, replay: true) { alone.append($0) }
+            await center.waitForPendingDeliveries()
+            #expect(alone.values == [5], "\(delivery)")
+            queue.suspend()
+            let replaced = Recorder<Int>()
+            let second = center.subscribe(topic, delivery: delivery, replay: true) { replaced.append($0) }
+            center.post(topic, 6)
+            queue.resume()
+            await center.waitForPendingDeliveries()
+            #expect(replaced.values == [6], "\(delivery)")
+            #expect(alone.values == [5, 6], "\(delivery)")
+            withExtendedLifetime((token, second)) {}
         }
+    }
+
+    /// A paced `.mainActor` subscription replays later, on the main queue, like every paced call,
+    /// also when subscribing on the main actor; a register with a paced delivery replays too.
+    @MainActor @Test(.tags(.pin)) func pacedMainActorReplayRunsLaterOnTheMainQueue() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("paced.replay.main")
+        center.post(topic, 9, retain: true)
+        var seen: [Int] = []
+        let token = center.subscribe(topic, delivery: .mainActor.coalesced, replay: true) { seen.append($0) }
+        #expect(seen.isEmpty)
+        await center.waitForPendingDeliveries()
+        #expect(seen == [9])
+        withExtendedLifetime(token) {}
     }
 
     @Test func aNegativeIntervalTraps() async {

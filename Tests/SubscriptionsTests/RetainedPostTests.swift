@@ -168,6 +168,26 @@ struct RetainedPostTests {
         withExtendedLifetime((token, sender)) {}
     }
 
+    /// A retained post made `from:` a sender reaches that sender's filtered subscriptions live,
+    /// like any post from it, and keeps the sender weakly: the sender deallocates while its post
+    /// stays retained, and unfiltered subscriptions still get it replayed.
+    @Test(.tags(.pin)) func aRetainedPostFromASenderKeepsItWeaklyAndReachesItsFilteredSubscriptions() {
+        let center = PostCenter()
+        let live = LiveObjects()
+        var sender: Tracked? = Tracked("sender", live: live)
+        let seen = Recorder<Int>()
+        let token = center.subscribe(battery, from: sender!) { seen.append($0) }
+        #expect(center.post(battery, 80, from: sender, retain: true) == 1)
+        #expect(seen.values == [80])
+        token.cancel()
+        sender = nil
+        #expect(live.alive == 0)
+        let replayed = Recorder<Int>()
+        let later = center.subscribe(battery, replay: true) { replayed.append($0) }
+        #expect(replayed.values == [80])
+        withExtendedLifetime(later) {}
+    }
+
     @Test func queuedReplayRunsOnTheQueueBeforeLivePosts() async {
         let center = PostCenter()
         center.post(battery, 80, retain: true)

@@ -49,6 +49,14 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     /// For `replay: true`: the version of the retained post replayed (0: none). Written before
     /// the entry is published; a retained post up to it reaching the entry live is dropped.
     @exclusivity(unchecked) var replayed: UInt64 = 0
+    /// The only sender this subscription accepts (`filtered`), held weakly.
+    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
+    let filtered: Bool
+    /// A one-shot (`once: true`): the first post that reaches it claims it (`spent`), and the
+    /// entry leaves its route before the payload is appended.
+    let once: Bool
+    /// Whether a post found the actor gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
     /// A spin lock around the mailbox (`pending`, `spare`, `draining`): its sections are a few
     /// instructions long (an append, an exchange), and the poster and the draining task take it
     /// alternately from two threads, where a mutex that sleeps at once on contention (glibc's)
@@ -60,25 +68,60 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     /// The run queue of `actor` in this entry's center: it drains this entry's mailbox.
     let queue: _ActorRunQueue<A>
 
-    init(queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
+    init(
+        queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?, sender: AnyObject? = nil, once: Bool = false,
+        handler: @escaping (isolated A, Payload) -> Void
+    ) {
         self.queue = queue
         self.tracker = tracker
         self.handler = handler
+        self.sender = sender
+        self.filtered = sender != nil
+        self.once = once
     }
 
-    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
-        if replayed != 0, let version = _RetainedPost.version(of: sender), version <= replayed { return false }
-        guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+    override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
+        if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
+        if filtered {
+            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
+        }
+        guard actor != nil else { return noteGone(route) }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
+        if once && !claim(route) { return false }
         append(payload, route)
         return true
     }
 
     /// A typed post of exactly `Payload` (the common case) hands the value over without an
-    /// envelope or a cast; any other type takes the envelope path, which casts.
+    /// envelope or a cast; any other type, or a sender filter (which needs the post's sender),
+    /// takes the envelope path.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
-        guard actor != nil else { return false }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        guard actor != nil else { return noteGone(route) }
+        if once && !claim(route) { return false }
         append(payload.assumingMemoryBound(to: Payload.self).pointee, route)
+        return true
+    }
+
+    /// A post found the actor gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { tracker?.noteGone(route, "actor", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
+    }
+
+    /// Claims a one-shot for the post in hand: exactly one post wins, even when several threads
+    /// post at once, and the entry leaves its route before its payload is appended.
+    private func claim(_ route: _Route) -> Bool {
+        guard
+            state.compareExchange(expected: _Entry.active, desired: _Entry.spent, ordering: .acquiringAndReleasing)
+                .exchanged
+        else { return false }
+        route._detach(self)
         return true
     }
 
@@ -157,7 +200,9 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
                 // iterator and of `Payload?` on every drain (a hash-table lookup each).
                 let first = payloads.baseAddress.unsafelyUnwrapped
                 for i in 0..<count {
-                    guard state.load(ordering: .relaxed) == _Entry.active, let handler else { continue }
+                    // A spent one-shot still runs the one payload it won.
+                    let now = state.load(ordering: .relaxed)
+                    guard now == _Entry.active || now == _Entry.spent, let handler else { continue }
                     handler(actor, first[i])
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
@@ -218,6 +263,10 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
+        if filtered {
+            guard let sender else { return false }
+            keep.append(sender)
+        }
         guard let actor else { return false }
         keep.append(actor)
         return true
@@ -487,15 +536,50 @@ struct _PayloadBuffer {
 
 extension PostCenter {
     /// Records the call site in `entry`, then registers it under `key`; with `replay`, the name's
-    /// retained post (if it is a `Payload`) goes into the mailbox first.
+    /// retained post (if it is a `Payload` and passes the sender filter) goes into the mailbox
+    /// first.
     ///
     /// Under the retained table's lock, the retained post is read, appended to the mailbox
     /// (which starts the burst, without its task) and the entry is published: live posts that
     /// reach the entry append behind it, and a retained post stored before that section and
     /// still walking reaches the entry only to be dropped (its version is at most `replayed`).
-    /// The task starts after unlocking. See `Retained.swift` for why this hand-over is exact.
+    /// A one-shot that replays is spent before it is published (no live post can claim it), and
+    /// leaves its route right after. The task starts after unlocking. See `Retained.swift` for
+    /// why this hand-over is exact.
     func _addActor<A, Payload>(
         _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+    ) -> Subscription {
+        entry.site = _CallSites.shared.intern(fileID, line)
+        guard replay else { return _add(entry, to: key) }
+        let (token, route, live, start, spent) = _retained.withLock { table in
+            var start = false
+            var spent = false
+            if let record = table.records[key.name] {
+                entry.replayed = record.version
+                if record.matches(filtered: entry.filtered, entry.sender),
+                    let payload = record.payload(as: Payload.self)
+                {
+                    if entry.once {
+                        entry.state.store(_Entry.spent, ordering: .relaxed)
+                        spent = true
+                    }
+                    start = entry.preload(payload)
+                }
+            }
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, start, spent)
+        }
+        if spent { route._detach(entry) }
+        _noteSubscriptionCount(key, live)
+        if start { entry.startDraining(route) }
+        return token
+    }
+
+    /// `_addActor` for a coalescing actor entry: the retained post (if it is a `Payload` and
+    /// passes the sender filter) is the first payload its slot holds, so the first call gets it
+    /// unless a newer post replaced it meanwhile, exactly as for a live post.
+    func _addCoalescingActor<A, Payload>(
+        _ entry: _CoalescingActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
         guard replay else { return _add(entry, to: key) }
@@ -503,13 +587,17 @@ extension PostCenter {
             var start = false
             if let record = table.records[key.name] {
                 entry.replayed = record.version
-                if let payload = record.payload(as: Payload.self) { start = entry.preload(payload) }
+                if record.matches(filtered: entry.filtered, entry.sender),
+                    let payload = record.payload(as: Payload.self)
+                {
+                    start = entry.slot.offer(payload) != nil
+                }
             }
             let (token, route, live) = _insert(entry, to: key)
             return (token, route, live, start)
         }
         _noteSubscriptionCount(key, live)
-        if start { entry.startDraining(route) }
+        if start { entry.start(route) }
         return token
     }
 }

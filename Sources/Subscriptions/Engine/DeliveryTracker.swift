@@ -48,6 +48,10 @@ final class _DeliveryTracker: @unchecked Sendable {
     /// A spin lock around the list (sections of a few stores); an atomic, so ThreadSanitizer sees it.
     private let drainingLock = Atomic<Bool>(false)
 
+    /// The center, for `Diagnostic.subscriberGone` (see `GoneTargets.swift`). Written once, by
+    /// the center's `init`, before any entry can read it; weak, as the center owns the tracker.
+    weak var reporter: (any _EngineReporting)?  // written only in the center's init
+
     init() {}
 
     /// The center's mailbox for `queue`, made on first use. Subscriptions hold it strongly.

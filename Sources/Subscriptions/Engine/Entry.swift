@@ -53,6 +53,11 @@ class _Entry: @unchecked Sendable {
     /// unlocking (an observer's deinit is user code and must never run under a lock).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool { true }
 
+    /// What deallocated and left the registration unreachable while its token lives: `"actor
+    /// gone"`, `"observer gone"` or `"sender gone"`, else `nil`. Like `isReachable(keeping:)`,
+    /// it appends every object it loads to `keep`, for the caller to release after unlocking.
+    func goneTarget(keeping keep: inout [AnyObject]) -> String? { nil }
+
     /// Runs a delivery that a mailbox (`_Mailbox`) held: moves the payload out of `payload`
     /// (its type is this entry's) and calls the handler inside a queued-call frame on `route`,
     /// unless the entry was cancelled or paused meanwhile (then the payload is dropped).
@@ -143,6 +148,8 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// Set (before the entry is published) for a `replay: true` subscription: holds live posts
     /// back until the retained one was delivered (see `Retained.swift`).
     @exclusivity(unchecked) var replay: _Replay<Payload>?
+    /// Whether a post found the observer gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
     /// Where queued and main-actor deliveries go (the center's mailbox of the queue, or its main
     /// mailbox); `nil` for immediate entries, and for entries without a tracker.
     let mailbox: _Mailbox?
@@ -169,10 +176,11 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
         if filtered {
-            guard let sender, let postSender, sender === postSender else { return false }
+            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
         let target = target()
-        guard target.alive, let payload = _extract(Payload.self, from: post) else { return false }
+        guard target.alive else { return noteGone(route) }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
         if let replay { return replay.admit(payload, sender: postSender, entry: self, target: target, route: route) }
         return run(payload, target: target, route: route)
     }
@@ -182,7 +190,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
         let target = target()
-        guard target.alive else { return false }
+        guard target.alive else { return noteGone(route) }
         return run(payload.assumingMemoryBound(to: Payload.self).pointee, target: target, route: route)
     }
 
@@ -258,6 +266,17 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
 
     override func releaseHandler() {
         invoke = nil
+    }
+
+    /// A post found the observer gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { tracker?.noteGone(route, "observer", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(observed: observed, observer, filtered: filtered, sender, keeping: &keep)
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {

@@ -13,25 +13,15 @@ extension PostCenter {
         return _add(entry, to: key)
     }
 
-    /// Traps on `replay: true` with a sender filter: a retained post has no sender, so it could
-    /// never be replayed to such a subscription.
-    func _checkReplay(_ replay: Bool, sender: AnyObject?) {
-        if replay && sender != nil {
-            fatalError(
-                "Subscriptions: replay: true cannot be combined with from:; a retained post has no sender, so a subscription filtered on one never replays it. Subscribe without replay, or without from:"
-            )
-        }
-    }
-
     /// The entry of a `subscribe` whose handler runs where `delivery` says, with every option
-    /// applied. A one-shot delivers its one post with the base delivery: pacing is ignored.
+    /// applied. A one-shot delivers its one post with the base delivery: pacing is ignored. A
+    /// paced entry replays through its slot (`_addPacedReplaying`), any other through `_Replay`.
     func _handlerEntry<Payload>(
         _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool, _ handler: @escaping (Payload) -> Void
     ) -> _Entry {
-        _checkReplay(replay, sender: sender)
         let executor = delivery._executor
-        let pacing = once ? nil : delivery._pacing(replay: replay)
-        if replay { return _replayableEntry(executor, once: once, handler) }
+        let pacing = once ? nil : delivery._pacing()
+        if replay && pacing == nil { return _replayableEntry(executor, once: once, sender: sender, handler) }
         return _makeEntry(executor, once: once, sender: sender, pacing: pacing, handler)
     }
 
@@ -49,8 +39,7 @@ extension PostCenter {
         _ delivery: MainActorDelivery, sender: AnyObject?, replay: Bool, once: Bool,
         _ handler: @escaping @MainActor (Payload) -> Void
     ) -> _Entry {
-        _checkReplay(replay, sender: sender)
-        let pacing = once ? nil : delivery._pacing(replay: replay)
+        let pacing = once ? nil : delivery._pacing()
         if pacing == nil, sender == nil, !replay, !once { return _mainHandler(handler) }
         return _mainActorEntry(once: once, sender: sender, pacing: pacing, handler)
     }
@@ -88,9 +77,10 @@ extension PostCenter {
             return true
         }
         if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        // The tracker also for immediate delivery (which schedules nothing): it reports a dead
+        // observer (`Diagnostic.subscriberGone`).
         return _OptionsEntry(
-            executor: executor, once: false, observer: observer, sender: nil, tracker: _tracker(executor),
-            invoke: invoke)
+            executor: executor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
     }
 
     /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.

@@ -283,6 +283,12 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// The only sender this subscription accepts (`filtered`), held weakly.
     weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
     let filtered: Bool
+    /// For `replay: true`: the version of the retained post put in the slot when subscribing (0:
+    /// none). Written before the entry is published; that retained post reaching the entry live
+    /// (or an older one) is dropped.
+    @exclusivity(unchecked) var replayed: UInt64 = 0
+    /// Whether a post found the observer gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
 
     init(
         queue: DispatchQueue, machine: _PacingMachine, observer: AnyObject?, sender: AnyObject?,
@@ -299,10 +305,11 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
+        if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
         if filtered {
-            guard let sender, let postSender, sender === postSender else { return false }
+            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
         }
-        if observed && observer == nil { return false }
+        if observed && observer == nil { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
         offer(payload, route)
         return true
@@ -312,9 +319,20 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// sender filter needs the post's sender (the envelope path has it).
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
         guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
-        if observed && observer == nil { return false }
+        if observed && observer == nil { return noteGone(route) }
         if let delay = slot.offer(raw: payload) { arm(delay, route) }
         return true
+    }
+
+    /// A post found the observer gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { slot.tracker?.noteGone(route, "observer", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(observed: observed, observer, filtered: filtered, sender, keeping: &keep)
     }
 
     @inline(__always)
@@ -323,7 +341,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     /// Schedules a wake-up on the queue after `delay` nanoseconds. It holds the entry weakly.
-    private func arm(_ delay: UInt64, _ route: _Route) {
+    func arm(_ delay: UInt64, _ route: _Route) {
         let box = _UncheckedSendable(route)
         let wake: @Sendable () -> Void = { [weak self] in
             // One wake-up: takes the payload and calls the handler, or waits longer, or ends
@@ -395,28 +413,57 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     /// The pending payload. It counts with the center's tracker, so that
     /// `waitForPendingDeliveries()` waits for it as for every actor delivery.
     let slot: _PaceSlot<Payload>
+    /// The only sender this subscription accepts (`filtered`), held weakly.
+    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
+    let filtered: Bool
+    /// For `replay: true`: the version of the retained post put in the slot when subscribing (0:
+    /// none), written before the entry is published; see `_PacedEntry.replayed`.
+    @exclusivity(unchecked) var replayed: UInt64 = 0
+    /// Whether a post found the actor gone and reported it (`Diagnostic.subscriberGone`).
+    let goneNoted = Atomic<Bool>(false)
 
-    init(actor: A, tracker: _DeliveryTracker?, handler: @escaping (isolated A, Payload) -> Void) {
+    init(
+        actor: A, tracker: _DeliveryTracker?, sender: AnyObject? = nil,
+        handler: @escaping (isolated A, Payload) -> Void
+    ) {
         self.actor = actor
         self.handler = handler
         self.slot = _PaceSlot(_PacingMachine(interval: 0, debounce: false), tracker: tracker)
+        self.sender = sender
+        self.filtered = sender != nil
     }
 
-    override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
-        guard actor != nil, let payload = _extract(Payload.self, from: post) else { return false }
+    override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
+        if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
+        if filtered {
+            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
+        }
+        guard actor != nil else { return noteGone(route) }
+        guard let payload = _extract(Payload.self, from: post) else { return false }
         if slot.offer(payload) != nil { start(route) }
         return true
     }
 
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
-        guard actor != nil else { return false }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        guard actor != nil else { return noteGone(route) }
         if slot.offer(raw: payload) != nil { start(route) }
         return true
     }
 
+    /// A post found the actor gone: reports it once, when the center has diagnostics set.
+    /// Returns `false`, the post's answer.
+    private func noteGone(_ route: _Route) -> Bool {
+        if !goneNoted.exchange(true, ordering: .relaxed) { slot.tracker?.noteGone(route, "actor", site: site) }
+        return false
+    }
+
+    override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
+        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
+    }
+
     /// Starts the task of one call. It holds the entry, and the actor only while it runs on it.
-    private func start(_ route: _Route) {
+    func start(_ route: _Route) {
         let box = _UncheckedSendable((self, route))
         // Detached at one fixed priority, as every actor delivery (`_ActorRunQueue.startTask()`).
         Task.detached(priority: _deliveryTaskPriority) {
@@ -456,6 +503,10 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
+        if filtered {
+            guard let sender else { return false }
+            keep.append(sender)
+        }
         guard let actor else { return false }
         keep.append(actor)
         return true

@@ -305,8 +305,10 @@ final class _ProtocolHome: _SubscriptionHome, @unchecked Sendable {
     override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
         let raw = entry.state.load(ordering: .acquiring)
         let state: String
-        if registry == nil || raw == _ProtocolEntry.removed || entry.object == nil {
+        if registry == nil || raw == _ProtocolEntry.removed {
             state = "cancelled"
+        } else if entry.object == nil {
+            state = "observer gone"
         } else {
             state = raw == _ProtocolEntry.paused ? "paused" : "active"
         }

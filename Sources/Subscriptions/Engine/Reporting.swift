@@ -13,4 +13,8 @@ protocol _EngineReporting: AnyObject {
     /// A post of `key` started while `outer` (at least 1) other posts were in progress on this
     /// thread. It may stop the process: past `PostCenter.maximumNestingDepth` the posts loop.
     func _checkNesting(_ key: _NameKey, _ outer: Int)
+
+    /// A post of `key` reached a live subscription (made at call site `site`) whose `subscriber`
+    /// (`"actor"` or `"observer"`) deallocated; called once per subscription, inside the post.
+    func _noteSubscriberGone(_ key: _NameKey, _ subscriber: String, site: UInt16)
 }

@@ -14,7 +14,8 @@ import Synchronization
 // - R stored before the subscriber's section: R is the record read (or an older one, replaced
 //   by the one read). R's walk may still reach the new entry; the entry drops it because R's
 //   version is at most the replayed one. R travels as the post's `sender` so that the entry can
-//   tell (sender filters never match a record, exactly like a post without a sender); or
+//   tell (sender filters compare with the sender R keeps, `_RetainedPost.sender`, read through
+//   `_postSender`); or
 // - R stored after: R's walk starts after the entry was published, so it reaches the entry and
 //   is delivered live.
 // Posts without `retain:` need no version: a post made before a retained post R on the same
@@ -28,16 +29,20 @@ import Synchronization
 // before `subscribe` returns, on the subscribing thread, with no lock held while handlers run.
 
 /// One retained post: the envelope every subscriber is handed, the typed payload (held strongly,
-/// since the envelope holds an object payload weakly), and its version.
+/// since the envelope holds an object payload weakly), its sender (held weakly) and its version.
 final class _RetainedPost: @unchecked Sendable {
     // @unchecked: immutable after the table's lock published it (`version` is written once,
-    // under that lock, before the record is visible to anyone else). `value` is a payload the
-    // poster passed as `Sendable`, or `nil` for envelope posts.
+    // under that lock, before the record is visible to anyone else; `sender` only in `init`).
+    // `value` is a payload the poster passed as `Sendable`, or `nil` for envelope posts.
     let envelope: PostObject
     let value: Any?
+    /// Who posted it (`from:`), held weakly: a replay to a subscription made `from:` it needs it
+    /// alive, and a retained post must not keep its poster alive.
+    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
     @exclusivity(unchecked) var version: UInt64 = 0
 
-    init<Payload>(_ payload: Payload) {
+    init<Payload>(_ payload: Payload, sender: AnyObject?) {
+        self.sender = sender
         if Payload.self == PostObject.self {
             envelope = unsafeDowncast(payload as AnyObject, to: PostObject.self)
             value = nil
@@ -62,6 +67,26 @@ final class _RetainedPost: @unchecked Sendable {
         }
         return unsafeDowncast(sender, to: _RetainedPost.self).version
     }
+
+    /// Whether a subscription with sender filter `filter` (`filtered`) is to be replayed this
+    /// post: every subscription without a filter is; a filtered one only when this post was made
+    /// `from:` the very object it filters on, both still alive.
+    func matches(filtered: Bool, _ filter: AnyObject?) -> Bool {
+        guard filtered else { return true }
+        guard let filter, let sender else { return false }
+        return filter === sender
+    }
+}
+
+/// The sender a `from:` filter compares with: the post's sender, or for a retained post (whose
+/// record travels as the sender, see `_RetainedPost.version(of:)`) the sender it was posted
+/// `from:`, if still alive. Only filtered entries and sender taps call it: never a plain post.
+@inline(__always)
+func _postSender(_ sender: AnyObject?) -> AnyObject? {
+    guard let sender, ObjectIdentifier(type(of: sender)) == ObjectIdentifier(_RetainedPost.self) else {
+        return sender
+    }
+    return unsafeDowncast(sender, to: _RetainedPost.self).sender
 }
 
 /// The latest retained post of each name. Guarded by `PostCenter._retained`.
@@ -122,7 +147,9 @@ final class _Replay<Payload>: @unchecked Sendable {
     func finish(_ record: _RetainedPost?, entry: _OptionsEntry<Payload>, route: _Route) {
         let replayed = record?.version ?? 0
         version.store(replayed, ordering: .relaxed)
-        if let record, let payload = record.payload(as: Payload.self) {
+        if let record, record.matches(filtered: entry.filtered, entry.sender),
+            let payload = record.payload(as: Payload.self)
+        {
             handOver(payload, entry: entry, route: route)
         }
         while true {
@@ -172,23 +199,52 @@ extension PostCenter {
 
     /// A handler entry that can replay: always an `_OptionsEntry`, never the direct-call `_Handler`.
     func _replayableEntry<Payload>(
-        _ executor: _Executor, once: Bool = false, _ handler: @escaping (Payload) -> Void
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, _ handler: @escaping (Payload) -> Void
     ) -> _OptionsEntry<Payload> {
         let tracker = _tracker(executor)
-        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: nil, tracker: tracker) { _, value in
+        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: tracker) {
+            _, value in
             handler(value)
             return true
         }
     }
 
     /// Records the call site in `entry`, then registers it under `key`, replaying the name's
-    /// retained post first when `replay` is set (`entry` is then an `_OptionsEntry<Payload>`).
+    /// retained post first when `replay` is set (`entry` is then an `_OptionsEntry<Payload>` or a
+    /// `_PacedEntry<Payload>`).
     func _add<Payload>(
         _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
     ) -> Subscription {
         guard replay else { return _add(entry, to: key, fileID, line) }
         entry.site = _CallSites.shared.intern(fileID, line)
+        if let paced = entry as? _PacedEntry<Payload> { return _addPacedReplaying(paced, to: key) }
         return _addReplaying(entry, type, to: key)
+    }
+
+    /// Adds a paced `replay: true` subscription: the retained post (if it is a `Payload` and
+    /// passes the sender filter) is the first payload its slot holds, put there before the entry
+    /// is published, under the table's lock; the wake-up is armed after unlocking. A retained
+    /// post stored before that section and still walking is dropped by the entry (`replayed`);
+    /// one stored after reaches it live. Later posts replace a payload that has not been called
+    /// yet, exactly as for live posts: the retained post is the first post the pacing sees.
+    func _addPacedReplaying<Payload>(_ entry: _PacedEntry<Payload>, to key: _NameKey) -> Subscription {
+        let (token, route, live, delay) = _retained.withLock { table in
+            var delay: UInt64?
+            if let record = table.records[key.name] {
+                entry.replayed = record.version
+                if record.matches(filtered: entry.filtered, entry.sender),
+                    !entry.observed || entry.observer != nil,
+                    let payload = record.payload(as: Payload.self)
+                {
+                    delay = entry.slot.offer(payload)
+                }
+            }
+            let (token, route, live) = _insert(entry, to: key)
+            return (token, route, live, delay)
+        }
+        _noteSubscriptionCount(key, live)
+        if let delay { entry.arm(delay, route) }
+        return token
     }
 
     /// Adds a `replay: true` subscription; see the comment at the top of this file.

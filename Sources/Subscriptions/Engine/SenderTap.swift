@@ -4,7 +4,7 @@
 /// Reached through the envelope path (it takes no typed payload), on the posting thread, inside
 /// the post's frame, exactly like `_EnvelopeHandler`. The sender of a retained post is the
 /// post's record (see `Retained.swift`), which is an implementation detail: the handler gets
-/// `nil` then, like a post made without a sender.
+/// the sender the retained post was made `from:` instead (`nil` when it had none or it is gone).
 final class _SenderTap: _Entry, @unchecked Sendable {
     // @unchecked: `handler` is immutable.
     let handler: (PostObject, AnyObject?) -> Void
@@ -14,7 +14,7 @@ final class _SenderTap: _Entry, @unchecked Sendable {
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
-        handler(post, _RetainedPost.version(of: sender) == nil ? sender : nil)
+        handler(post, _postSender(sender))
         return true
     }
 }
