@@ -252,6 +252,7 @@ redis_cluster_kill_primary() {
         echo "redis_cluster_kill_primary: the node on $port is not a primary (role: ${role:-none})" >&2
         return 1
     fi
+    # shellcheck disable=SC2034 # read by the caller
     mapfile -t redis_cluster_killed_replicas < <(redis_cluster_replicas_of "$port")
     kill -9 "${redis_cluster_pids[$i]}" 2> /dev/null || true
     wait "${redis_cluster_pids[$i]}" 2> /dev/null || true
