@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (not run on its own) by Scripts/topology-check.sh, and meant for the relay's cluster
 # tests (issue 40): a throwaway Redis Cluster of 6 nodes (3 primaries, 3 replicas) on free
 # 127.0.0.1 ports, in a temporary directory. Every node is a redis-server in the background (not

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (not run on its own) by Scripts/topology-check.sh, and meant for the relay's Sentinel
 # tests (issue 40): a throwaway Sentinel set on 127.0.0.1 in a temporary directory: a primary, one
 # replica and 3 sentinels (redis-server sentinel.conf --sentinel) monitoring it with a quorum of 2.
