@@ -282,7 +282,7 @@ struct MailboxDeliveryTests {
     /// wait that forgot it returns first, with the held subscription's record empty, every time.
     /// (Held 4 or 5 would have no unlinking from the middle ahead of it.) The actors run on
     /// queues of their own, held back by suspending them: nothing blocks a cooperative thread.
-    @Test func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
+    @Test(.tags(.mutantPin)) func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
         enum Event { case waiting, returned }
         let posts = 10
         for held in 0..<4 {
