@@ -332,18 +332,37 @@ struct MailboxDeliveryTests {
         }
     }
 
-    @Test func waitForPendingDeliveriesWaitsForACoalescedActorDelivery() async {
+    /// A coalesced actor delivery is counted by the center until it ran: a wait that starts
+    /// while it is held back (its actor's queue suspended) waits for it. The actor runs only once
+    /// the wait is known to wait (the debug-build hook), so a wait that did not count the
+    /// delivery returns first, with nothing delivered, in every round.
+    @Test(.tags(.mutantPin)) func waitForPendingDeliveriesWaitsForACoalescedActorDelivery() async {
+        enum Event { case waiting, returned }
         for round in 0..<5 {
             let center = PostCenter()
             let topic = Topic<Int>("pending.coalesced")
-            // A slow handler, on a queue of its own: it sleeps there, not on a cooperative thread.
             let log = QueueLog<Int>("pending.coalesced")
+            let delivered = Recorder<Int>()
             let token = center.subscribe(topic, on: log, coalesced: true) { log, value in
-                usleep(20_000)
+                delivered.append(value)
                 log.receive(value)
             }
+            log.executor.queue.suspend()
             center.post(topic, round)
-            await center.waitForPendingDeliveries()
+            let (events, event) = AsyncStream<Event>.makeStream()
+            center._deliveries._waitHook.withLock { $0 = { event.yield(.waiting) } }
+            let waiter = Task {
+                await center.waitForPendingDeliveries()
+                event.yield(.returned)
+            }
+            var next = events.makeAsyncIterator()
+            let first = await next.next()
+            #expect(
+                first == .waiting,
+                "round \(round): waitForPendingDeliveries() returned with \(delivered.count) of 1 delivery")
+            log.executor.queue.resume()
+            await waiter.value
+            #expect(delivered.values == [round], "round \(round)")
             #expect(await log.values == [round], "round \(round)")
             withExtendedLifetime(token) {}
         }

@@ -170,11 +170,12 @@ final class _DeliveryTracker: @unchecked Sendable {
     }
 
     #if DEBUG
-        /// For tests, in debug builds only: run each time `wait()` is left waiting for deliveries
-        /// a mailbox held when it was called (after the mailbox kept its continuation), so that a
-        /// test can let those deliveries run only once the wait is known to wait for them, and
-        /// tell a wait that forgot a mailbox (it returns without ever running this) from one
-        /// that did not (it runs this first) without timing anything.
+        /// For tests, in debug builds only: run each time `wait()` is left waiting, for counted
+        /// deliveries (its epoch is not settled) or for those a mailbox held when it was called
+        /// (the mailbox kept its continuation), so that a test can let those deliveries run only
+        /// once the wait is known to wait for them, and tell a wait that forgot them (it returns
+        /// without ever running this) from one that did not (it runs this first) without timing
+        /// anything.
         let _waitHook = _PlatformMutex<(@Sendable () -> Void)?>(nil)
     #endif
 
@@ -189,6 +190,9 @@ final class _DeliveryTracker: @unchecked Sendable {
                 return false
             }
             if settled { continuation.resume() }
+            #if DEBUG
+                if !settled { _waitHook.withLock { $0 }?() }
+            #endif
         }
     }
 }
