@@ -41,7 +41,7 @@
 # the hung stacks. A mutant's `env:` field (NAME=value words, see mutants.txt) is set for its test
 # runs only: `SUBSCRIPTIONS_PROCESS_FENCE=off` runs them in the symmetric fence mode, `=on` in the
 # adaptive default (every other mutant runs with `=asymmetric`, the form fixed). Needs git,
-# python3 and pgrep (procps).
+# python3, pgrep (procps) and setsid (util-linux).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -267,6 +267,31 @@ descendants() {
     done
 }
 
+# The process group of the test run in progress (the bundle's: it runs in a session of its own,
+# see run_tests), or empty. Whatever a run leaves behind is in it or below it.
+run_group=""
+
+# Ends every process of the run in progress: its process group, every process below the run's
+# subshell and every process group one of them leads (an exit test's child may make its own).
+# A process whose parent died is no longer found below it, but it stays in its group: the group
+# is what catches it. Called on a timeout, and on the script's exit (an interrupted run).
+end_run() {
+    local pid=$1 procs groups
+    procs=$(descendants "$pid")
+    groups=$( { echo "$run_group"; for p in $procs; do ps -o pgid= -p "$p" 2> /dev/null || true; done; } |
+        tr -d ' ' | grep -v '^$' | sort -u || true)
+    kill -KILL $procs "$pid" 2> /dev/null || true
+    for g in $groups; do
+        # Never this script's own group (the bundle's session makes that impossible, but a
+        # process that escaped into it must not take the script down with it).
+        [ "$g" = "$(ps -o pgid= -p $$ | tr -d ' ')" ] || kill -KILL -- "-$g" 2> /dev/null || true
+    done
+}
+run_pid=""  # the subshell of the run in progress, for the exit trap
+# The bundle's session has no terminal: an interrupted or failed script ends the run itself.
+trap '[ -z "$run_pid" ] || end_run "$run_pid"' EXIT
+trap 'exit 130' INT TERM
+
 linebuf=()
 mutant_env=()  # NAME=value words of the current mutant's `env:` field
 command -v stdbuf > /dev/null && linebuf=(stdbuf -oL)  # keeps the log complete up to a crash
@@ -286,13 +311,20 @@ run_tests() {
     # output without SwiftPM's planning and the empty XCTest pass (about a second per run).
     # The subshell outlives the bundle (`exit` after it, so bash cannot exec it in its place): a
     # crash is reported by the subshell in the log, not by this shell on the console.
+    # `setsid`: the bundle (and what it starts) runs in a session and process group of its own,
+    # whose id is the bundle's pid, so that a timeout can end all of it, including exit-test
+    # children whose parent died; killing the subshell alone would leave a hung bundle spinning.
     (
-        cd "$package" && env ${default_signals[@]+"${default_signals[@]}"} NO_COLOR=1 ${test_env[@]+"${test_env[@]}"} \
-            ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" "$bundle" "${args[@]}"
+        cd "$package" && setsid env ${default_signals[@]+"${default_signals[@]}"} NO_COLOR=1 \
+            ${test_env[@]+"${test_env[@]}"} ${mutant_env[@]+"${mutant_env[@]}"} "${linebuf[@]}" "$bundle" "${args[@]}"
         exit $?
     ) > "$log" 2>&1 &
     pid=$!
+    run_pid=$pid
+    run_group=""
     while kill -0 "$pid" 2> /dev/null; do
+        # The bundle's pid is its group's id (`setsid`); noted once it is there.
+        [ -n "$run_group" ] || run_group=$(pgrep -P "$pid" | head -1 || true)
         if [ $ticks -ge $((limit * 5)) ]; then
             hung=true
             break
@@ -309,9 +341,14 @@ run_tests() {
             kill -0 "$pid" 2> /dev/null || break
             sleep 0.2
         done
-        kill -KILL $kids $(descendants "$pid") "$pid" 2> /dev/null || true
+        kill -KILL $kids 2> /dev/null || true
+        end_run "$pid"
     fi
     { wait "$pid"; } 2> /dev/null || rc=$?  # (no "Killed" job notice from bash)
+    # Nothing of a run outlives it: a test that left a process behind (an exit test's child)
+    # must not spin beside the next runs.
+    [ -n "$run_group" ] && kill -KILL -- "-$run_group" 2> /dev/null || true
+    run_pid="" run_group=""
     verdict=""
     if ! $hung && [ $rc -eq 0 ]; then return 0; fi
     local failed
@@ -378,7 +415,7 @@ if $relay; then
     # shellcheck source=Scripts/redis-server.sh
     source "$root/Scripts/redis-server.sh"
     redis_dependencies > "$logs/dependencies.log" 2>&1 || { cat "$logs/dependencies.log" >&2; exit 1; }
-    trap redis_server_stop EXIT
+    trap '[ -z "$run_pid" ] || end_run "$run_pid"; redis_server_stop' EXIT
     redis_server_start
     test_env=("RELAY_REDIS_PORT=$redis_port")
 fi

@@ -162,7 +162,7 @@ struct ActorRunQueueTests {
             let posters = (0..<threads).map { t in
                 TestThread { for i in 0..<perThread { center.post(topic, t * 100 + i) } }
             }
-            for poster in posters { poster.join() }
+            for poster in posters { await poster.joined() }
             expected += subscriptions * threads * perThread
             await wait(&counts, for: expected)
             let values = await sink.values
@@ -265,7 +265,7 @@ struct ActorRunQueueTests {
             }
         }
         let poster = TestThread { center.post(topic, 1) }
-        poster.join()
+        await poster.joined()
         await forward.value
         watcher.cancel()
         #expect(sink.executor.enqueued == 1)

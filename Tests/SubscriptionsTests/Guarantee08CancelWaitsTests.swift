@@ -351,6 +351,97 @@ struct Guarantee08CancelWaits {
         }
     }
 
+    /// A post walks a replaced slot array whose last entry is then cancelled from another thread:
+    /// the cancel must zero that entry's slot there too. (A cancel skips, by sequence number,
+    /// the replaced arrays that end before its entry; this one ends *with* it.) The entry is the
+    /// only one cancelled, so it is the last memory of its size that the cancelling thread frees,
+    /// and that thread's next subscriptions (of another name) get it back from the allocator,
+    /// which hands a thread what it freed last: a post that still read the slot would call one of
+    /// their handlers. Driven by gates, not by chance: the post holds inside the first handler
+    /// until the cancel and the new subscriptions are done, and the test checks that the array
+    /// the post walks does end with the cancelled entry.
+    @Test(.tags(.mutantPin)) func cancelOfTheLastEntryOfAReplacedSlotArrayZeroesItThereWhileAPostWalksIt() async {
+        for round in 0..<8 {
+            // On a thread of its own: the round blocks at its gates and joins threads.
+            let outcome = await TestThread.run { cancelTheLastEntryOfTheSlotArrayAPostWalks() }
+            #expect(outcome.endsAReplacedArray, "round \(round): no replaced slot array ends with the entry to cancel")
+            #expect(outcome.wrongCalls == 0, "round \(round): the post called a handler of another name")
+            #expect(outcome.lastCalls == 0, "round \(round): the cancelled handler ran")
+            #expect(outcome.laterCalls == outcome.later, "round \(round)")
+            #expect(outcome.returned == 1 + outcome.later, "round \(round)")
+            let wrong =
+                !outcome.endsAReplacedArray || outcome.wrongCalls != 0 || outcome.lastCalls != 0
+                || outcome.laterCalls != outcome.later || outcome.returned != 1 + outcome.later
+            if wrong { break }
+        }
+    }
+
+    /// What one round of the test above saw.
+    private struct LastEntryOutcome: Sendable {
+        var endsAReplacedArray = false
+        var later = 0
+        var laterCalls = 0
+        var lastCalls = 0
+        var wrongCalls = 0
+        var returned = 0
+    }
+
+    /// One round of the test above.
+    private func cancelTheLastEntryOfTheSlotArrayAPostWalks() -> LastEntryOutcome {
+        let center = PostCenter()
+        let name = "pin.walk.last"
+        let firstCalls = Counter()
+        let laterCalls = Counter()
+        let lastCalls = Counter()
+        let wrongCalls = Counter()
+        let grown = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        let late = Reliability.Locked<[Subscription]>([])
+        let first = center.subscribe(name) { _ in
+            firstCalls.increment()
+            guard firstCalls.count == 1 else { return }
+            // More than the post's slot array holds: the array is replaced.
+            let made = (0..<256).map { _ in center.subscribe(name) { _ in } }
+            late.withLock { $0 = made }
+            grown.signal()
+            proceed.wait()
+        }
+        guard let route = center._route(_NameKey(name)) else { return LastEntryOutcome() }
+        func room() -> Int { route.stripe.mutex.withLock { _ in route.buffer.capacity - route.buffer.count } }
+        // Fill the slot array up to its last slot, and that one with the entry to cancel.
+        var later: [Subscription] = []
+        while room() > 1 { later.append(center.subscribe(name) { _ in laterCalls.increment() }) }
+        let last = center.subscribe(name) { _ in lastCalls.increment() }
+        // The other name has its route already: the subscriptions below allocate only their own.
+        let anchor = center.subscribe("pin.walk.last.fresh") { _ in }
+        let returned = Counter()
+        let poster = TestThread { returned.add(center.post(name)) }
+        grown.wait()
+        var outcome = LastEntryOutcome()
+        outcome.later = later.count
+        outcome.endsAReplacedArray =
+            room() > 0
+            && route.stripe.mutex.withLock { _ in
+                route.retired.contains { $0.lastSeq == last._seq && $0.count == $0.capacity }
+            }
+        let fresh = Reliability.Locked<[Subscription]>([])
+        let canceller = TestThread {
+            last.cancel()  // its handler is not running: frees the entry at once, on this thread
+            let made = (0..<64).map { _ in center.subscribe("pin.walk.last.fresh") { _ in wrongCalls.increment() } }
+            fresh.withLock { $0 = made }
+        }
+        canceller.join()
+        proceed.signal()
+        poster.join()
+        outcome.laterCalls = laterCalls.count
+        outcome.lastCalls = lastCalls.count
+        outcome.wrongCalls = wrongCalls.count
+        outcome.returned = returned.count
+        withExtendedLifetime((first, later, last, anchor)) {}
+        for tokens in [late, fresh] { tokens.withLock { $0.removeAll() } }
+        return outcome
+    }
+
     /// One round of the tests above; returns whether anything went wrong.
     private func walkAReplacedSlotArrayWhileAnotherThreadCancels(round: Int, drop: Bool) -> Bool {
         let center = PostCenter()

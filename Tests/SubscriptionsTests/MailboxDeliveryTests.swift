@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
-import Subscriptions
 import SubscriptionsTestSupport
 import Synchronization
 import Testing
+
+@testable import Subscriptions
 
 /// A task-local value a poster sets around its posts.
 private enum PostTrace {
@@ -25,6 +26,27 @@ private actor MailboxLog<Value: Sendable> {
     }
 
     func clear() { values = [] }
+}
+
+/// The same on a `QueueExecutor` of its own: its handlers run on the queue's thread, never on
+/// Swift's cooperative pool, so a test may hold them back (by suspending the queue) or let them
+/// block without starving the tasks of every other test.
+private actor QueueLog<Value: Sendable> {
+    let executor: QueueExecutor
+    var values: [Value] = []
+    private let reached: AsyncStream<Int>.Continuation?
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    init(_ label: String, reached: AsyncStream<Int>.Continuation? = nil) {
+        executor = QueueExecutor(label)
+        self.reached = reached
+    }
+
+    func receive(_ value: Value) {
+        values.append(value)
+        reached?.yield(values.count)
+    }
 }
 
 /// Waits until the main queue has run everything it holds when this is called.
@@ -196,7 +218,7 @@ struct MailboxDeliveryTests {
             let posters = (0..<threads).map { t in
                 TestThread { for i in 0..<perThread { center.post(topic, Point(x: t, y: i)) } }
             }
-            for poster in posters { poster.join() }
+            for poster in posters { await poster.joined() }
             var reached = 0
             while reached < threads * perThread, let count = await counts.next() { reached = count }
             let values = await log.values
@@ -243,65 +265,104 @@ struct MailboxDeliveryTests {
         }
         for _ in 0..<20 { await center.waitForPendingDeliveries() }
         stop.set()
-        poster.join()
+        await poster.joined()
         await center.waitForPendingDeliveries()
         let values = await log.values
         #expect(values == Array(0..<values.count))
         withExtendedLifetime(token) {}
     }
 
-    @Test func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
-        // Six actor subscriptions start draining at once; one of them (a different one each
-        // round) is held at its first payload by a gate. The other five end their bursts first,
-        // leaving the set of draining subscriptions from wherever they are in it, and only then
-        // does the test wait: the center must still know the held one. The gate opens a little
-        // later, so a wait that forgot it returns with the held subscription's record short.
-        // (Recorders, not the actors' state: reading a held actor would wait for it.)
+    /// Six actor subscriptions start draining at once (a mailbox joins the center's list of
+    /// draining subscriptions at its first payload, so they are listed newest first: 5, 4, …, 0),
+    /// with every actor held back. The test lets all but one (a different one each round) end
+    /// their bursts, in ascending order: each leaves the list from its middle, with a later one
+    /// still ahead of it and the held one behind it. Only then does the test wait: the center
+    /// must still know the held one. The held actor runs only once the wait is known to wait for
+    /// deliveries (a debug-build hook runs when a mailbox keeps the wait's continuation), so a
+    /// wait that forgot it returns first, with the held subscription's record empty, every time.
+    /// (Held 4 or 5 would have no unlinking from the middle ahead of it.) The actors run on
+    /// queues of their own, held back by suspending them: nothing blocks a cooperative thread.
+    @Test(.tags(.mutantPin)) func waitForPendingDeliveriesWaitsForEveryActorDrainingAtOnceWhicheverEndsFirst() async {
+        enum Event { case waiting, returned }
         let posts = 10
-        for round in 0..<12 {
+        for held in 0..<4 {
             let center = PostCenter()
             let topic = Topic<Int>("pending.many")
-            let logs = (0..<6).map { _ in MailboxLog<Int>() }
+            var reached: [AsyncStream<Int>] = []
+            var logs: [QueueLog<Int>] = []
+            for i in 0..<6 {
+                let (stream, continuation) = AsyncStream<Int>.makeStream()
+                reached.append(stream)
+                logs.append(QueueLog("pending.many.\(i)", reached: continuation))
+            }
             let records = (0..<6).map { _ in Recorder<Int>() }
-            let held = round % 6
-            let gate = DispatchSemaphore(value: 0)
+            for log in logs { log.executor.queue.suspend() }
             var tokens: [Subscription] = []
             for (i, log) in logs.enumerated() {
                 tokens.append(
                     center.subscribe(topic, on: log) { log, value in
-                        if i == held && value == 0 { gate.wait() }
                         records[i].append(value)
                         log.receive(value)
                     })
             }
             for value in 0..<posts { center.post(topic, value) }
-            for (i, record) in records.enumerated() where i != held {
-                while record.count < posts { try? await Task.sleep(for: .milliseconds(1)) }
+            for (i, log) in logs.enumerated() where i != held {
+                log.executor.queue.resume()
+                for await count in reached[i] where count == posts { break }
+                // Runs on the actor after the drain that reached the count: its burst has ended.
+                #expect(await log.values == Array(0..<posts), "held \(held), subscription \(i)")
             }
-            let opener = TestThread {
-                usleep(30_000)
-                gate.signal()
+            let (events, event) = AsyncStream<Event>.makeStream()
+            center._deliveries._waitHook.withLock { $0 = { event.yield(.waiting) } }
+            let waiter = Task {
+                await center.waitForPendingDeliveries()
+                event.yield(.returned)
             }
-            await center.waitForPendingDeliveries()
+            var next = events.makeAsyncIterator()
+            let first = await next.next()
+            #expect(
+                first == .waiting,
+                "held \(held): waitForPendingDeliveries() returned with \(records[held].count) of \(posts) deliveries")
+            logs[held].executor.queue.resume()
+            await waiter.value
             for (i, record) in records.enumerated() {
-                #expect(record.values == Array(0..<posts), "round \(round), subscription \(i), held: \(held)")
+                #expect(record.values == Array(0..<posts), "held \(held), subscription \(i)")
             }
-            opener.join()
             withExtendedLifetime(tokens) {}
         }
     }
 
-    @Test func waitForPendingDeliveriesWaitsForACoalescedActorDelivery() async {
+    /// A coalesced actor delivery is counted by the center until it ran: a wait that starts
+    /// while it is held back (its actor's queue suspended) waits for it. The actor runs only once
+    /// the wait is known to wait (the debug-build hook), so a wait that did not count the
+    /// delivery returns first, with nothing delivered, in every round.
+    @Test(.tags(.mutantPin)) func waitForPendingDeliveriesWaitsForACoalescedActorDelivery() async {
+        enum Event { case waiting, returned }
         for round in 0..<5 {
             let center = PostCenter()
             let topic = Topic<Int>("pending.coalesced")
-            let log = MailboxLog<Int>()
+            let log = QueueLog<Int>("pending.coalesced")
+            let delivered = Recorder<Int>()
             let token = center.subscribe(topic, on: log, coalesced: true) { log, value in
-                usleep(20_000)
+                delivered.append(value)
                 log.receive(value)
             }
+            log.executor.queue.suspend()
             center.post(topic, round)
-            await center.waitForPendingDeliveries()
+            let (events, event) = AsyncStream<Event>.makeStream()
+            center._deliveries._waitHook.withLock { $0 = { event.yield(.waiting) } }
+            let waiter = Task {
+                await center.waitForPendingDeliveries()
+                event.yield(.returned)
+            }
+            var next = events.makeAsyncIterator()
+            let first = await next.next()
+            #expect(
+                first == .waiting,
+                "round \(round): waitForPendingDeliveries() returned with \(delivered.count) of 1 delivery")
+            log.executor.queue.resume()
+            await waiter.value
+            #expect(delivered.values == [round], "round \(round)")
             #expect(await log.values == [round], "round \(round)")
             withExtendedLifetime(token) {}
         }
@@ -324,7 +385,7 @@ struct MailboxDeliveryTests {
             await center.waitForPendingDeliveries()
         }
         let thread = TestThread { center.post(topic, 2) }
-        thread.join()
+        await thread.joined()
         await center.waitForPendingDeliveries()
         #expect(await log.values == Array(repeating: .medium, count: priorities.count + 1))
         let seen = await coalescedLog.values
@@ -394,7 +455,7 @@ struct MailboxDeliveryTests {
                 let log = MailboxLog<Int>()
                 logs.append((log, center.subscribe(topic, on: log, replay: true) { log, value in log.receive(value) }))
             }
-            poster.join()
+            await poster.joined()
             await center.waitForPendingDeliveries()
             for (index, (log, _)) in logs.enumerated() {
                 let values = await log.values

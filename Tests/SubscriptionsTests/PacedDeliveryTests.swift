@@ -299,8 +299,10 @@ struct PacedDeliveryTests {
             log.exit()
         }
         let perThread = 25_000
-        Reliability.onThreads(4) { thread in
-            for seq in 0..<perThread { center.post(topic, Stamp(thread: thread, seq: seq)) }
+        await TestThread.run {
+            Reliability.onThreads(4) { thread in
+                for seq in 0..<perThread { center.post(topic, Stamp(thread: thread, seq: seq)) }
+            }
         }
         center.post(topic, Stamp(thread: 9, seq: 0))  // the last post
         await center.waitForPendingDeliveries()
@@ -325,13 +327,14 @@ struct PacedDeliveryTests {
                 }
             }
         }
-        while log.received.count < received.count + 3 { usleep(200) }  // calls are under way
+        // Calls are under way.
+        while log.received.count < received.count + 3 { try? await Task.sleep(for: .milliseconds(1)) }
         token.cancel()
         cancelled.set()
         let countAtCancel = log.received.count
         for _ in 0..<20 { center.post(topic, Stamp(thread: 9, seq: 1)) }
         stop.set()
-        for poster in posters { poster.join() }
+        for poster in posters { await poster.joined() }
         queue.sync(flags: .barrier) {}
         await center.waitForPendingDeliveries()
         #expect(lateCalls.count == 0)
@@ -577,7 +580,10 @@ struct PacedDeliveryTests {
     /// On an actor: the handler runs far fewer times than posts arrive, ends with the last post,
     /// and nothing runs after `cancel()` returns, although a thread goes on posting.
     @Test func actorCoalescedEndsWithTheLastPostAndStopsAtCancel() async {
+        // On a queue of its own: its handler sleeps there, not on a cooperative thread.
         actor Model {
+            let executor = QueueExecutor("paced.actor")
+            nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
             var values: [Int] = []
             func record(_ value: Int) {
                 values.append(value)
@@ -594,8 +600,10 @@ struct PacedDeliveryTests {
             model.record(value)
         }
         let posts = 20_000
-        Reliability.onThreads(2) { thread in
-            for i in 0..<posts / 2 { center.post(topic, thread == 0 ? i : -1) }
+        await TestThread.run {
+            Reliability.onThreads(2) { thread in
+                for i in 0..<posts / 2 { center.post(topic, thread == 0 ? i : -1) }
+            }
         }
         center.post(topic, posts)  // the last post
         var values: [Int] = []
@@ -617,7 +625,7 @@ struct PacedDeliveryTests {
         token.cancel()
         cancelled.set()
         stop.set()
-        poster.join()
+        await poster.joined()
         #expect(center.post(topic, 1) == 0)
         try? await Task.sleep(for: .milliseconds(20))  // room for a wrongly started call to show
         #expect(lateCalls.count == 0)

@@ -33,7 +33,7 @@ struct PendingDeliveriesTests {
         }
         await center.waitForPendingDeliveries()
         #expect(seen.count == 100)
-        resumer.join()
+        await resumer.joined()
         withExtendedLifetime((a, b)) {}
     }
 
@@ -64,7 +64,7 @@ struct PendingDeliveriesTests {
         let gate = DispatchSemaphore(value: 0)
         DispatchQueue.main.async { gate.wait() }
         let poster = TestThread { for i in 1...2000 { center.post(Topic<Int>("pending.main"), i) } }
-        poster.join()
+        await poster.joined()
         Task.detached { gate.signal() }
         // Waited for off the main actor, so that only the wait can order it after the deliveries.
         let observed = await Task.detached {

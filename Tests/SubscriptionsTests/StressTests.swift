@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 
@@ -12,7 +13,9 @@ import Testing
 
 /// Bounded multi-threaded stress: a fixed number of operations on dedicated threads, exact
 /// delivery accounting, and everything back to zero at the end. Scaled down under
-/// ThreadSanitizer (see `Reliability.scale`).
+/// ThreadSanitizer (see `Reliability.scale`). Each test's racing part, which joins threads and
+/// waits for them, runs on a thread of its own (`TestThread.run`), not on one of the two
+/// cooperative threads every test of the run shares on two cores.
 @Suite("Stress", .serialized, .tags(.stress))
 struct StressTests {
     /// Eight threads run a seeded random mix of subscribe (plain, typed, one-shot, selector,
@@ -33,18 +36,20 @@ struct StressTests {
     ///   violation, as is an observer method running once the observer's deinit started.
     /// - At the end every subscription is gone: counts are zero, every observer and every object
     ///   captured by a handler closure has been deinitialised.
-    @Test func eightThreadsChurningKeepExactCountsAndEndAtZero() {
+    @Test func eightThreadsChurningKeepExactCountsAndEndAtZero() async {
         let center = PostCenter()
         let ledger = SharedLedger()
         let operations = Reliability.scaled(30_000, minimum: 2_000)
         let seed: UInt64 = 0x5EED_0001
 
-        Reliability.onThreads(8) { thread in
-            var worker = ChurnWorker(
-                center: center, ledger: ledger, thread: thread,
-                random: Reliability.Random(seed: seed &+ UInt64(thread) &* 0x1_0000))
-            for _ in 0..<operations { worker.step() }
-            worker.finish()
+        await TestThread.run {
+            Reliability.onThreads(8) { thread in
+                var worker = ChurnWorker(
+                    center: center, ledger: ledger, thread: thread,
+                    random: Reliability.Random(seed: seed &+ UInt64(thread) &* 0x1_0000))
+                for _ in 0..<operations { worker.step() }
+                worker.finish()
+            }
         }
 
         let failures = ledger.failures.current
@@ -74,8 +79,8 @@ struct StressTests {
     /// wherever the scheduling puts it. (With a `cancel()` that does not wait, both checks fail
     /// in every style, hundreds of times.)
     @Test(arguments: RaceStyle.allCases)
-    func handlerNeverStartsAfterCancelReturned(style: RaceStyle) {
-        let result = CancelRace(style: style, end: .cancel).run(rounds: style.rounds)
+    func handlerNeverStartsAfterCancelReturned(style: RaceStyle) async {
+        let result = await TestThread.run { CancelRace(style: style, end: .cancel).run(rounds: style.rounds) }
         #expect(result.lateStarts == 0, "\(style): a handler started after cancel() returned")
         #expect(result.runningAtReturn == 0, "\(style): a handler was still running when cancel() returned")
         #expect(result.leftovers == 0, "\(style): subscriptions left after cancel")
@@ -86,8 +91,8 @@ struct StressTests {
     /// The deinit does not wait for a call under way, but no post that starts after it reaches
     /// the handler, and the closure is released once the last call ended.
     @Test(arguments: RaceStyle.allCases)
-    func noPostStartedAfterTokenDeinitReachesTheHandler(style: RaceStyle) {
-        let result = CancelRace(style: style, end: .dropToken).run(rounds: style.rounds)
+    func noPostStartedAfterTokenDeinitReachesTheHandler(style: RaceStyle) async {
+        let result = await TestThread.run { CancelRace(style: style, end: .dropToken).run(rounds: style.rounds) }
         #expect(result.lateStarts == 0, "\(style): a post started after the token's deinit reached the handler")
         #expect(result.leftovers == 0, "\(style): subscriptions left after deinit")
         #expect(result.liveCaptures == 0, "\(style): handler closures not released")
@@ -97,37 +102,39 @@ struct StressTests {
     /// posts to it (so its deinit runs on whichever thread lets go last). Its method must never
     /// run once its deinit started; afterwards it is not counted and not called.
     @Test(arguments: [ObserverTokenOwner.observer, .test])
-    func observerMethodNeverRunsOnADeallocatingObserver(owner: ObserverTokenOwner) {
+    func observerMethodNeverRunsOnADeallocatingObserver(owner: ObserverTokenOwner) async {
         let center = PostCenter()
         let live = Reliability.Tally()
         let violations = Reliability.Tally()
         let failures = Reliability.Locked<[String]>([])
         let name = "dying"
-        let poster = PosterThread(center: center, name: name)
-        poster.start()
-        var random = Reliability.Random(seed: 0xD1E5)
-        for round in 0..<Reliability.scaled(1000, minimum: 100) {
-            var observer: Reliability.DyingObserver? = Reliability.DyingObserver(live: live, violations: violations)
-            let token = center.register(name, observer: observer!, selector: Reliability.DyingObserver.receive(_:))
-            var held: Subscription? = token
-            if owner == .observer {
-                observer!.token = token
+        await TestThread.run {
+            let poster = PosterThread(center: center, name: name)
+            poster.start()
+            var random = Reliability.Random(seed: 0xD1E5)
+            for round in 0..<Reliability.scaled(1000, minimum: 100) {
+                var observer: Reliability.DyingObserver? = Reliability.DyingObserver(live: live, violations: violations)
+                let token = center.register(name, observer: observer!, selector: Reliability.DyingObserver.receive(_:))
+                var held: Subscription? = token
+                if owner == .observer {
+                    observer!.token = token
+                    held = nil
+                }
+                Reliability.wait(for: "the observer's first call") { observer!.calls.load(ordering: .relaxed) > 0 }
+                for _ in 0..<random.below(3) { sched_yield() }
+                observer = nil
+                // The deinit may be running on the poster thread (it held the last strong reference
+                // while calling the method): wait for it to finish there.
+                Reliability.wait(for: "the observer's deinit") { live.current == 0 }
+                poster.awaitTwoMoreRounds()
+                if center.subscriptionCount(for: name) != 0 {
+                    failures.withLock { $0.append("round \(round): still counted") }
+                }
+                if let held, held.isActive { failures.withLock { $0.append("round \(round): token still active") } }
                 held = nil
             }
-            Reliability.wait(for: "the observer's first call") { observer!.calls.load(ordering: .relaxed) > 0 }
-            for _ in 0..<random.below(3) { sched_yield() }
-            observer = nil
-            // The deinit may be running on the poster thread (it held the last strong reference
-            // while calling the method): wait for it to finish there.
-            Reliability.wait(for: "the observer's deinit") { live.current == 0 }
-            poster.awaitTwoMoreRounds()
-            if center.subscriptionCount(for: name) != 0 {
-                failures.withLock { $0.append("round \(round): still counted") }
-            }
-            if let held, held.isActive { failures.withLock { $0.append("round \(round): token still active") } }
-            held = nil
+            poster.stop()
         }
-        poster.stop()
         #expect(violations.current == 0, "an observer method ran after its deinit started")
         #expect(failures.current.isEmpty, "\(failures.current.prefix(5))")
         #expect(live.current == 0)
@@ -138,30 +145,33 @@ struct StressTests {
     /// drops observers (added with `addObserver`, or with a token the observer owns). A dying
     /// observer is never called; once its deinit finished it is not listed nor counted.
     @Test(arguments: [false, true])
-    func protocolObserverNeverCalledOnceItsDeinitStarted(ownsToken: Bool) {
+    func protocolObserverNeverCalledOnceItsDeinitStarted(ownsToken: Bool) async {
         let center = PostCenter()
         let live = Reliability.Tally()
         let violations = Reliability.Tally()
-        let notifier = NotifierThread(center: center)
-        notifier.start()
-        var random = Reliability.Random(seed: 0xD1E6)
-        var leftovers = 0
-        for _ in 0..<Reliability.scaled(1000, minimum: 100) {
-            var observer: ChurnObserver? = ChurnObserver(live: live, violations: violations)
-            if ownsToken {
-                observer!.token = center.observe(observer!, for: (any ChurnShared).self)
-            } else {
-                center.addObserver(observer!, for: (any ChurnShared).self)
+        let leftovers = await TestThread.run { () -> Int in
+            let notifier = NotifierThread(center: center)
+            notifier.start()
+            var random = Reliability.Random(seed: 0xD1E6)
+            var leftovers = 0
+            for _ in 0..<Reliability.scaled(1000, minimum: 100) {
+                var observer: ChurnObserver? = ChurnObserver(live: live, violations: violations)
+                if ownsToken {
+                    observer!.token = center.observe(observer!, for: (any ChurnShared).self)
+                } else {
+                    center.addObserver(observer!, for: (any ChurnShared).self)
+                }
+                let calls = observer!.calls
+                Reliability.wait(for: "the observer's first call") { calls.current > 0 }
+                for _ in 0..<random.below(3) { sched_yield() }
+                observer = nil
+                Reliability.wait(for: "the observer's deinit") { live.current == 0 }  // may run on the notifier
+                notifier.awaitTwoMoreRounds()
+                leftovers += center.observers(for: (any ChurnShared).self).count
             }
-            let calls = observer!.calls
-            Reliability.wait(for: "the observer's first call") { calls.current > 0 }
-            for _ in 0..<random.below(3) { sched_yield() }
-            observer = nil
-            Reliability.wait(for: "the observer's deinit") { live.current == 0 }  // may run on the notifier
-            notifier.awaitTwoMoreRounds()
-            leftovers += center.observers(for: (any ChurnShared).self).count
+            notifier.stop()
+            return leftovers
         }
-        notifier.stop()
         #expect(violations.current == 0, "a protocol observer was called after its deinit started")
         #expect(leftovers == 0, "dead observers still listed")
         #expect(center.notify((any ChurnShared).self) { $0.sharedCall() } == 0)

@@ -164,10 +164,24 @@ final class _DeliveryTracker: @unchecked Sendable {
         await waitForCounted()
         for (work, mark) in marks {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if !work.resume(continuation, after: mark) { continuation.resume() }
+                let kept = work.resume(continuation, after: mark)
+                if !kept { continuation.resume() }
+                #if DEBUG
+                    if kept { _waitHook.withLock { $0 }?() }
+                #endif
             }
         }
     }
+
+    #if DEBUG
+        /// For tests, in debug builds only: run each time `wait()` is left waiting, for counted
+        /// deliveries (its epoch is not settled) or for those a mailbox held when it was called
+        /// (the mailbox kept its continuation), so that a test can let those deliveries run only
+        /// once the wait is known to wait for them, and tell a wait that forgot them (it returns
+        /// without ever running this) from one that did not (it runs this first) without timing
+        /// anything.
+        let _waitHook = _PlatformMutex<(@Sendable () -> Void)?>(nil)
+    #endif
 
     /// Returns once every delivery counted by `begin` before this call ended.
     private func waitForCounted() async {
@@ -180,6 +194,9 @@ final class _DeliveryTracker: @unchecked Sendable {
                 return false
             }
             if settled { continuation.resume() }
+            #if DEBUG
+                if !settled { _waitHook.withLock { $0 }?() }
+            #endif
         }
     }
 }
