@@ -51,12 +51,9 @@ extension Topic where Payload == Int {
 }
 // END article for-await test
 
-extension Topic where Payload == Int {
-    static let reading = Topic("reading")
-    static let batteryLevel = Topic("batteryLevel")
-}
-
 // BEGIN README actor options
+extension Topic where Payload == Int { static let reading = Topic("reading") }
+
 actor Cache {
     var values: [Int] = []
 }
@@ -75,6 +72,8 @@ final class Dashboard {
 // END README actor options
 
 // BEGIN article retained senders
+extension Topic where Payload == Int { static let batteryLevel = Topic("batteryLevel") }
+
 final class Phone {}
 final class Watch {}
 
