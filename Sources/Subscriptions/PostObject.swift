@@ -43,31 +43,27 @@ public final class PostObject: @unchecked Sendable {
     /// weakly like `data`, a value payload is copied. `sendable`: the payload was posted as
     /// `Sendable`; otherwise it is withheld from ``data`` and ``payload(as:)`` and readable only
     /// with ``unsafePayload(as:)``. `package`: the Foundation bridge copies envelopes with it.
-    package init<Payload>(_typed payload: Payload, sendable: Bool = true) {
-        self.flag = ""
-        let any = payload as Any
-        let isObject = type(of: any) is AnyClass
-        if isObject && sendable {
-            self._object = any as AnyObject
-            self._value = nil
-        } else {
-            self._object = nil
-            self._value = _ValueBox(any, isObject: isObject, postedAs: sendable ? nil : Payload.self)
-        }
+    package convenience init<Payload>(_typed payload: Payload, sendable: Bool = true) {
+        self.init(_boxing: payload, postedAs: sendable ? nil : Payload.self)
     }
 
     /// A copy of `original`'s typed payload `value` (read with `unsafePayload(as:)`) that
     /// withholds it exactly as `original` does. For the Foundation bridge.
-    package init(_copying value: Any, of original: PostObject) {
+    package convenience init(_copying value: Any, of original: PostObject) {
+        self.init(_boxing: value, postedAs: original._value?.postedAs)
+    }
+
+    /// A typed payload: an object posted as `Sendable` (`postedAs` is `nil`) goes in `data`, held
+    /// weakly; anything else in a box that withholds it unless it was posted as `Sendable`.
+    private init(_boxing any: Any, postedAs: Any.Type?) {
         self.flag = ""
-        let postedAs = original._value?.postedAs
-        let isObject = type(of: value) is AnyClass
+        let isObject = type(of: any) is AnyClass
         if isObject && postedAs == nil {
-            self._object = value as AnyObject
+            self._object = any as AnyObject
             self._value = nil
         } else {
             self._object = nil
-            self._value = _ValueBox(value, isObject: isObject, postedAs: postedAs)
+            self._value = _ValueBox(any, isObject: isObject, postedAs: postedAs)
         }
     }
 
