@@ -37,6 +37,9 @@
 # 20000-49999. A port is taken only once the server on it answers INFO with our own pid, so a
 # server of someone else on a drawn port is never mistaken for ours.
 
+# shellcheck source=Scripts/redis-process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis-process.sh"
+
 redis_cluster_ports=()
 redis_cluster_pids=()
 redis_cluster_dir=""
@@ -127,22 +130,7 @@ redis_cluster_start() {
 }
 
 redis_cluster_stop() {
-    local i pid
-    for i in "${!redis_cluster_pids[@]}"; do
-        pid=${redis_cluster_pids[$i]}
-        if [ -n "$pid" ]; then kill "$pid" 2> /dev/null || true; fi
-    done
-    for i in "${!redis_cluster_pids[@]}"; do
-        pid=${redis_cluster_pids[$i]}
-        if [ -z "$pid" ]; then continue; fi
-        # At most 5 s for a clean exit, then SIGKILL.
-        for _ in $(seq 50); do
-            if ! kill -0 "$pid" 2> /dev/null; then break; fi
-            sleep 0.1
-        done
-        kill -9 "$pid" 2> /dev/null || true
-        wait "$pid" 2> /dev/null || true
-    done
+    redis_reap "${redis_cluster_pids[@]}"
     redis_cluster_ports=()
     redis_cluster_pids=()
     redis_cluster_killed_replicas=()

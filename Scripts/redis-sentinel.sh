@@ -24,6 +24,9 @@
 # Environment it reads: REDIS_SENTINEL_MASTER_NAME, REDIS_SENTINEL_DOWN_AFTER (milliseconds,
 # default 1000), REDIS_SENTINEL_FAILOVER_TIMEOUT (milliseconds, default 5000).
 
+# shellcheck source=Scripts/redis-process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis-process.sh"
+
 redis_sentinel_master_name=""
 redis_sentinel_primary_port=""
 redis_sentinel_replica_port=""
@@ -104,17 +107,7 @@ redis_sentinel_start() {
 }
 
 redis_sentinel_stop() {
-    local pid
-    for pid in "${redis_sentinel_pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-    for pid in "${redis_sentinel_pids[@]}"; do
-        # At most 5 s for a clean exit, then SIGKILL.
-        for _ in $(seq 50); do
-            if ! kill -0 "$pid" 2> /dev/null; then break; fi
-            sleep 0.1
-        done
-        kill -9 "$pid" 2> /dev/null || true
-        wait "$pid" 2> /dev/null || true
-    done
+    redis_reap "${redis_sentinel_pids[@]}"
     redis_sentinel_pids=()
     redis_sentinel_ports=()
     redis_sentinel_primary_port=""
