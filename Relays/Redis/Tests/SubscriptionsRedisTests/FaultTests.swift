@@ -102,6 +102,9 @@ struct FaultTests {
         server.freeze(true)
         for seq in 50..<150 { a.post(.chat, Message(seq: seq, text: text)) }
         Thread.sleep(forTimeInterval: 1)  // long enough for both relays to give their connections up
+        // On a busy machine A may take longer to give up: thaw only once it has (bounded), so that
+        // what the freeze costs is counted by A, as asserted below.
+        _ = eventually { relayA.droppedPosts > 0 }
         server.freeze(false)
         #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
         for seq in 150..<200 { a.post(.chat, Message(seq: seq, text: text)) }
