@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Testing
 
 /// Model-based randomized testing: seeded random operation sequences run against a real
@@ -18,25 +19,33 @@ struct ModelTests {
     /// sender-filtered, selector with or without the observer owning its token), immediate and
     /// queued delivery, protocol observers (added, observed with a token, removed, notified),
     /// nested operations from inside handlers and notify bodies, observer and sender deaths.
+    ///
+    /// Each run is seconds of synchronous work (minutes under ThreadSanitizer) that waits for
+    /// queues to drain: it runs on a thread of its own, so that it holds none of the two threads
+    /// of Swift's cooperative pool that every async test of the run shares.
     @Test(arguments: seeds)
-    func centerMatchesReferenceModel(seed: UInt64) {
-        let count = Reliability.scaled(10_000, minimum: 2_000)
-        var generator = ModelGenerator(seed: seed, options: .standard)
-        let ops = generator.operations(count)
-        if let failure = ModelCheck.findFailure(ops, options: .standard) {
-            Issue.record(Comment(rawValue: failure.report(seed: seed)))
+    func centerMatchesReferenceModel(seed: UInt64) async {
+        let report = await TestThread.run { () -> String? in
+            let count = Reliability.scaled(10_000, minimum: 2_000)
+            var generator = ModelGenerator(seed: seed, options: .standard)
+            let ops = generator.operations(count)
+            return ModelCheck.findFailure(ops, options: .standard)?.report(seed: seed)
         }
+        if let report { Issue.record(Comment(rawValue: report)) }
     }
 
     /// Main-actor delivery, on the main actor: posts made there run `.mainActor` handlers
     /// synchronously, so the same model applies (queued delivery is left out here).
+    ///
+    /// The run lets the main actor's other work in between operations (the main actor is shared
+    /// by every test of the run, and a run lasts seconds, minutes under ThreadSanitizer).
     @Test(arguments: [0xAC70_0001 as UInt64, 0xAC70_0002])
     @MainActor
-    func mainActorDeliveryMatchesReferenceModel(seed: UInt64) {
+    func mainActorDeliveryMatchesReferenceModel(seed: UInt64) async {
         let count = Reliability.scaled(5_000, minimum: 1_000)
         var generator = ModelGenerator(seed: seed, options: .mainActor)
         let ops = generator.operations(count)
-        if let failure = ModelCheck.findFailure(ops, options: .mainActor) {
+        if let failure = await ModelCheck.findFailureYieldingTheMainActor(ops, options: .mainActor) {
             Issue.record(Comment(rawValue: failure.report(seed: seed)))
         }
     }
@@ -382,6 +391,28 @@ enum ModelCheck {
         }
         if let message = harness.tearDown() { return (ops.count, message) }
         return nil
+    }
+
+    /// ``findFailure(_:options:)`` on the main actor, letting its other jobs run every 25
+    /// operations of the first run (the shrinking, after a divergence, does not).
+    @MainActor
+    static func findFailureYieldingTheMainActor(_ ops: [ModelOp], options: ModelOptions) async -> ModelFailure? {
+        let harness = ModelHarness(options: options)
+        var divergence: (index: Int, message: String)?
+        for (index, op) in ops.enumerated() {
+            if let message = harness.apply(op) {
+                divergence = (index, message)
+                break
+            }
+            if index % 25 == 24 { await Task.yield() }
+        }
+        if let message = harness.tearDown(), divergence == nil { divergence = (ops.count, message) }
+        guard let (index, message) = divergence else { return nil }
+        // Shrunk without yielding; a divergence that needs the yields is reported unshrunk.
+        return findFailure(ops, options: options)
+            ?? ModelFailure(
+                originalIndex: index, originalMessage: message, shrunk: Array(ops.prefix(index + 1)),
+                shrunkMessage: message)
     }
 
     /// Runs `ops`; on a divergence, shrinks the failing prefix (chunk removal, halving the chunk

@@ -65,7 +65,9 @@ struct PendingDeliveriesTests {
         DispatchQueue.main.async { gate.wait() }
         let poster = TestThread { for i in 1...2000 { center.post(Topic<Int>("pending.main"), i) } }
         await poster.joined()
-        Task.detached { gate.signal() }
+        // Released from a thread, not a task: the main queue must not wait for Swift's
+        // cooperative pool, which other tests may hold meanwhile (and which waits for it).
+        _ = TestThread { gate.signal() }
         // Waited for off the main actor, so that only the wait can order it after the deliveries.
         let observed = await Task.detached {
             await center.waitForPendingDeliveries()
