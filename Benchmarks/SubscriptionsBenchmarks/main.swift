@@ -159,4 +159,5 @@ func runBenchmarks(_ options: Options) {
     }
 }
 
+runBurstChildIfAsked()
 runBenchmarks(parseOptions(Array(CommandLine.arguments.dropFirst())))
