@@ -33,6 +33,10 @@
             /// stays `false`) or a `PUBLISH` (its posts are counted in ``RedisRelay/DropCounts/refused``).
             /// Sent for each refused `SUBSCRIBE`, and for the first refused `PUBLISH` of each connection.
             case permissionDenied(String)
+            /// Cluster: the relay moved at least one relayed name to another node (its slot moved, or its
+            /// primary failed and a replica took over); its subscription was made on the new node before
+            /// the old one was given up. Sent once per change of the slot map that moved names.
+            case topologyChanged
         }
     }
 
