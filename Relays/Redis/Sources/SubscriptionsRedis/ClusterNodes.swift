@@ -33,14 +33,22 @@
             throw failure
         }
 
-        /// Reads the map as `readMap` does, asking the primaries of `known` first (they know the
-        /// newest map), then the URL's seeds; records it in the relay's state. `nil` when no node
-        /// answered (an authentication or TLS refusal is an event).
-        static func refresh(_ core: _RelayCore, known: _SlotMap?) -> _SlotMap? {
-            var nodes = (known?.primaries).map { $0.sorted { ($0.host, $0.port) < ($1.host, $1.port) } } ?? []
+        /// Reads the map as `readMap` does, asking the nodes that redirected the relay first (they
+        /// know of the move: another node may not have heard of it yet), then the primaries of
+        /// `known`, then the URL's seeds, and applies the `-MOVED` redirections to it (newer than
+        /// what a lagging node says); records it in the relay's state. `nil` when no node answered (an
+        /// authentication or TLS refusal is an event).
+        static func refresh(_ core: _RelayCore, known: _SlotMap?, redirects: [_Redirect] = []) -> _SlotMap? {
+            var nodes: [_Address] = []
+            for redirect in redirects.reversed() where !nodes.contains(redirect.node) { nodes.append(redirect.node) }
+            for primary in (known?.primaries ?? []).sorted(by: { ($0.host, $0.port) < ($1.host, $1.port) })
+            where !nodes.contains(primary) {
+                nodes.append(primary)
+            }
             for seed in core.endpoint.seeds where !nodes.contains(seed) { nodes.append(seed) }
             do {
-                let map = try readMap(core.endpoint, from: nodes, tls: core.tls, timeout: core.options.connectTimeout)
+                var map = try readMap(core.endpoint, from: nodes, tls: core.tls, timeout: core.options.connectTimeout)
+                for redirect in redirects where !redirect.asking { map.assign(redirect.slot, to: redirect.node) }
                 core.topology.map.withLock { $0 = map }
                 return map
             } catch .authenticationFailed(let text) {

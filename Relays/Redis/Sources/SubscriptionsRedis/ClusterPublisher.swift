@@ -35,6 +35,8 @@
         let core: _RelayCore
         var map: _SlotMap?
         var stale: Bool
+        /// The `-MOVED` and `-ASK` answers since the map was last read.
+        var redirects: [_Redirect] = []
         var nodes: [_Address: _PublisherNode] = [:]
         var retryAt: [_Address: ContinuousClock.Instant] = [:]
         var delay: Duration
@@ -62,10 +64,11 @@
             while true {
                 let stopping = core.stopping.load(ordering: .acquiring)
                 if stale && !stopping {
-                    if let fresh = _ClusterNodes.refresh(core, known: map) {
+                    if let fresh = _ClusterNodes.refresh(core, known: map, redirects: redirects) {
                         if fresh != map { owners = [:] }
                         map = fresh
                         stale = false
+                        redirects = []
                     } else {
                         announce(reason: "no cluster node answers CLUSTER SLOTS")
                     }
@@ -204,7 +207,7 @@
             var unexpected = false
             var replies = 0
             var refusal: String?
-            var redirected = false
+            var redirected: [_Redirect] = []
             let open = node.connection.readPublishReplies { error in
                 guard let posts = node.inFlight.pop() else {
                     unexpected = true
@@ -213,7 +216,11 @@
                 replies += 1
                 if let error {
                     refused += posts
-                    if _Redirect(error) != nil { redirected = true } else { refusal = refusal ?? error }
+                    if let redirect = _Redirect(error) {
+                        redirected.append(redirect)
+                    } else {
+                        refusal = refusal ?? error
+                    }
                 } else {
                     published += posts
                 }
@@ -223,7 +230,11 @@
                 core.events.emit(.permissionDenied(refusal))
             }
             if replies > 0 { node.progress = now }
-            if redirected { stale = true }
+            if !redirected.isEmpty {
+                // Bounded: every command in flight on a moved slot may answer one.
+                redirects = Array((redirects + redirected).suffix(256))
+                stale = true
+            }
             core.published.add(published, ordering: .relaxed)
             core.drops.refused.add(refused, ordering: .relaxed)
             nodes[address] = node

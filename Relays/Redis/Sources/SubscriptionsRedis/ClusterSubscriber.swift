@@ -38,6 +38,8 @@
         var map: _SlotMap?
         /// The map must be read again before the plan is brought up to date.
         var stale = true
+        /// The `-MOVED` and `-ASK` answers since the map was last read.
+        var redirects: [_Redirect] = []
         var needsSync = true
         var delay: Duration
         /// Nodes that could not be reached lately, and when to try them again.
@@ -56,7 +58,7 @@
             let interval = core.options.pingInterval
             while !core.stopping.load(ordering: .acquiring) {
                 if stale {
-                    guard let fresh = _ClusterNodes.refresh(core, known: map) else {
+                    guard let fresh = _ClusterNodes.refresh(core, known: map, redirects: redirects) else {
                         publishState(reason: "no cluster node answers CLUSTER SLOTS")
                         _sleep(core.subscriberWake, _jittered(delay))
                         delay = min(delay * 2, core.options.reconnectDelay.upperBound)
@@ -64,6 +66,7 @@
                     }
                     map = fresh
                     stale = false
+                    redirects = []
                     needsSync = true
                 }
                 if needsSync {
@@ -178,7 +181,8 @@
                 defer { freeReplyObject(reply) }
                 if reply.pointee.type == REDIS_REPLY_ERROR {
                     let text = reply.pointee.str.map { String(cString: $0) } ?? "error"
-                    if _Redirect(text) != nil {
+                    if let redirect = _Redirect(text) {
+                        redirects = Array((redirects + [redirect]).suffix(256))
                         stale = true  // -MOVED / -ASK: the slot is elsewhere now
                     } else {
                         core.events.emit(.permissionDenied(text))
