@@ -52,6 +52,11 @@ rm -rf "$scratch"
 step "swift test (RELAY_REDIS_PORT=$port)"
 RELAY_REDIS_PORT=$port swift test --skip-build
 
+step "cluster and Sentinel tests: Scripts/relay-topology-tests.sh (a 6-node cluster and a Sentinel set of their own, about 30 to 50 s)"
+# Their servers are started and stopped by that script (an EXIT trap, also after a failure); the
+# tests there kill a primary, move a slot and fail the Sentinel primary over, each wait bounded.
+"$root/Scripts/relay-topology-tests.sh"
+
 step "fuzz: 1,000,000 random and mutated frames through the receive path (FuzzTests, alone)"
 # The same test runs 20,000 frames within the suite above; alone here, with a million, it has the
 # CPU to itself (about 25 s on 2 idle cores) and competes with no other test.
