@@ -159,8 +159,10 @@ struct ClusterRoutingTests {
         let lostX = plan.lost(x, on: a)
         #expect(lostX)
         #expect(plan.placed[x] == nil)
-        let commands = plan.update(wanted: [x, y], map: map { _ in b }).commands
+        let (commands, moved) = plan.update(wanted: [x, y], map: map { _ in b })
         #expect(commands.first == .init(node: b, subscribe: true, channels: [x, y]))
+        // Both moved: x from the node that dropped it, y from the node that still holds it.
+        #expect(moved == [x, y])
         // y was still confirmed on a: it is held there until b confirms, and its own release is no loss.
         let release = plan.confirmed(y, on: b)
         #expect(release == .init(node: a, subscribe: false, channels: [y]))
