@@ -33,22 +33,32 @@
     /// The publisher thread's state; owned by that thread alone.
     private struct _ClusterPublisher {
         let core: _RelayCore
-        var map: _SlotMap?
+        var map: _SlotMap? {
+            didSet { primaries = map?.primaries ?? [] }
+        }
+        /// The primaries of `map`, kept with it (a map has 16,384 entries: not scanned per batch).
+        var primaries: Set<_Address> = []
         var stale: Bool
         /// The `-MOVED` and `-ASK` answers since the map was last read.
         var redirects: [_Redirect] = []
         var nodes: [_Address: _PublisherNode] = [:]
         var retryAt: [_Address: ContinuousClock.Instant] = [:]
         var delay: Duration
+        /// When the map may be read again after no node answered, and the backoff of those reads.
+        var refreshAt = ContinuousClock.now
+        var refreshDelay: Duration
         var sequences: [[UInt8]: UInt64] = [:]
         /// Each channel's owner, cached per map (a channel's slot costs a CRC16 of its name).
         var owners: [[UInt8]: _Address] = [:]
 
         init(core: _RelayCore) {
             self.core = core
-            self.map = core.topology.map.withLock { $0 }
+            let map = core.topology.map.withLock { $0 }
+            self.map = map
+            self.primaries = map?.primaries ?? []
             self.stale = map == nil
             self.delay = core.options.reconnectDelay.lowerBound
+            self.refreshDelay = core.options.reconnectDelay.lowerBound
         }
 
         var inFlightCommands: Int { nodes.values.reduce(0) { $0 + $1.inFlight.commands } }
@@ -63,14 +73,18 @@
             var deadline: ContinuousClock.Instant?
             while true {
                 let stopping = core.stopping.load(ordering: .acquiring)
-                if stale && !stopping {
+                if stale && !stopping && ContinuousClock.now >= refreshAt {
                     if let fresh = _ClusterNodes.refresh(core, known: map, redirects: redirects) {
                         if fresh != map { owners = [:] }
-                        map = fresh
+                        if fresh != map { map = fresh }
                         stale = false
                         redirects = []
+                        refreshDelay = core.options.reconnectDelay.lowerBound
                     } else {
                         announce(reason: "no cluster node answers CLUSTER SLOTS")
+                        // Not again before the backoff's wait, not at every post.
+                        refreshAt = ContinuousClock.now + _jittered(refreshDelay)
+                        refreshDelay = min(refreshDelay * 2, core.options.reconnectDelay.upperBound)
                     }
                 }
                 connectAll()
@@ -110,7 +124,8 @@
                         wait,
                         node.inFlight.commands > 0 ? node.progress + patience - now : node.lastSent + interval - now)
                 }
-                if stale || retryAt.values.contains(where: { $0 <= now }) { wait = min(wait, delay) }
+                if stale { wait = min(wait, refreshAt - now) }
+                if let due = retryAt.values.min() { wait = min(wait, due - now) }
                 let ready = _ClusterNodes.wait(
                     order.map { nodes[$0]!.connection.socket }, wake: core.publisherWake,
                     timeoutMilliseconds: _milliseconds(wait))
@@ -127,8 +142,7 @@
         /// Opens a connection to every primary of the map that has none (and is not waiting for a
         /// retry), closes those to nodes that are no primary any more, and announces the state.
         mutating func connectAll() {
-            guard let map else { return }
-            let primaries = map.primaries
+            guard map != nil else { return }
             for address in Array(nodes.keys)
             where !primaries.contains(address) && nodes[address]!.inFlight.commands == 0 {
                 nodes[address] = nil
@@ -153,7 +167,7 @@
         /// `.connected` once every primary of the map has a connection; `.disconnected` naming the
         /// node otherwise.
         func announce(reason: String) {
-            let up = map.map { $0.primaries.allSatisfy { nodes[$0] != nil } } ?? false
+            let up = map != nil && primaries.allSatisfy { nodes[$0] != nil }
             core.publisherConnected.store(up, ordering: .releasing)
             core.events.set(.publisher, up: up, reason: reason.isEmpty ? "no cluster node answers" : reason)
         }
