@@ -50,7 +50,7 @@ struct ClusterTests {
             tokens.append(receiver.relay(Topic<Message>(name)))
             tokens.append(receiving.subscribe(Topic<Message>(name)) { got.append($0.seq) })
         }
-        #expect(relay.waitUntilReady(timeout: .seconds(20)) && receiver.waitUntilReady(timeout: .seconds(20)))
+        #expect(await settles { relay.waitUntilReady(timeout: .zero) && receiver.waitUntilReady(timeout: .zero) })
         // Two relays: at most 2 connections each per primary (the reading of INFO adds none: it is
         // counted in the baseline too).
         let clientsAfter = primaries.map { redisInfo($0.port, "clients", "connected_clients").flatMap { Int($0) } ?? 0 }
@@ -61,7 +61,7 @@ struct ClusterTests {
         // Round-robin over the names: no two consecutive posts share a channel, so each post is one
         // SPUBLISH (no batching).
         for seq in 0..<rounds { for name in names { sender.post(Topic<Message>(name), Message(seq: seq, text: "m")) } }
-        #expect(eventually { got.count == rounds * names.count })
+        #expect(await settles { got.count == rounds * names.count })
         let sharded = zip(primaries, before).map { redisCalls($0.port, "spublish") - $1 }
         let total = rounds * names.count
         #expect(sharded.reduce(0, +) == total)
@@ -88,13 +88,15 @@ struct ClusterTests {
             tokens.append(receiving.subscribe(topic) { classicGot.append($0.seq) })
         }
         #expect(
-            classicSender.waitUntilReady(timeout: .seconds(20)) && classicReceiver.waitUntilReady(timeout: .seconds(20))
+            await settles {
+                classicSender.waitUntilReady(timeout: .zero) && classicReceiver.waitUntilReady(timeout: .zero)
+            }
         )
         let classicBefore = primaries.map { classicLoad($0.port) }
         for seq in 0..<rounds {
             for name in names { sender.post(Topic<Message>("classic." + name), Message(seq: seq, text: "m")) }
         }
-        #expect(eventually { classicGot.count == rounds * names.count })
+        #expect(await settles { classicGot.count == rounds * names.count })
         let classic = zip(primaries, classicBefore).map { classicLoad($0.port) - $1 }
         // Every primary carried (ran or received over the bus) every message.
         for carried in classic { #expect(carried >= total, "\(carried)") }
@@ -126,19 +128,19 @@ struct ClusterTests {
         let prefix = uniquePrefix()
         let names = (0..<6).map { "m\($0)" }
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
-        #expect(traffic.waitUntilReady())
+        #expect(await traffic.ready())
         let slot = _ClusterSlot.of(prefix + names[0])
         let source = try #require(map.owner(of: slot))
         let target = try #require(map.primaries.first { $0 != source })
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         #expect(moveSlot(slot, from: source, to: target, primaries: map.primaries))
-        #expect(eventually(timeout: .seconds(20)) { traffic.logB.count { $0 == .topologyChanged } >= 1 })
-        #expect(traffic.waitUntilReady())
+        #expect(await settles(timeout: .seconds(20)) { traffic.logB.count { $0 == .topologyChanged } >= 1 })
+        #expect(await traffic.ready())
         try await Task.sleep(for: .milliseconds(300))
         traffic.stop()
         traffic.post(rounds: 1)
-        #expect(eventually { traffic.lastRoundArrived() }, "no subscription lost: \(traffic.receivedPerName)")
+        #expect(await settles { traffic.lastRoundArrived() }, "no subscription lost: \(traffic.receivedPerName)")
         #expect(
             traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
             "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
@@ -175,23 +177,23 @@ struct ClusterTests {
         let prefix = uniquePrefix()
         let names = (0..<6).map { "k\($0)" }
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
-        #expect(traffic.waitUntilReady())
+        #expect(await traffic.ready())
         let victim = try #require(map.owner(ofChannel: prefix + names[0]))
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         #expect(killServer(victim.port))
         // The node timeout (2 s) and the election, then the relays' return: bounded, not timed.
         #expect(
-            eventually(timeout: .seconds(30)) {
+            await settles(timeout: .seconds(30)) {
                 clusterMap()?.owner(ofChannel: prefix + names[0]).map { $0 != victim } ?? false
             })
-        #expect(eventually(timeout: .seconds(30)) { traffic.logB.count { $0 == .topologyChanged } >= 1 })
-        #expect(traffic.waitUntilReady())
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count { $0 == .topologyChanged } >= 1 })
+        #expect(await traffic.ready())
         try await Task.sleep(for: .milliseconds(300))
         traffic.stop()
         traffic.post(rounds: 1)
         #expect(
-            eventually { traffic.lastRoundArrived() },
+            await settles { traffic.lastRoundArrived() },
             "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
         #expect(
             traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
@@ -204,6 +206,84 @@ struct ClusterTests {
             })
         print(
             "cluster primary killed: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
+        )
+        await traffic.close()
+    }
+    /// `redis-cli --cluster reshard` moves slots, a relayed name's among them, from one primary to
+    /// another during traffic: the relay follows, loses no subscription, and every post is received
+    /// or counted.
+    @Test func aReshardDuringTrafficIsFollowedAndEveryLossCounted() async throws {
+        let map = try #require(clusterMap())
+        let source = try #require(map.primaries.sorted { $0.port < $1.port }.first)
+        let target = try #require(map.primaries.first { $0 != source })
+        // A name whose slot is among the source's 40 lowest, so that a short reshard moves it.
+        let prefix = uniquePrefix()
+        let owned = (0..<_ClusterSlot.count).filter { map.owner(of: $0) == source }.prefix(40)
+        let moving = try #require(
+            (0..<100_000).lazy.map { "r\($0)" }.first { owned.contains(_ClusterSlot.of(prefix + $0)) })
+        let count = owned.firstIndex(of: _ClusterSlot.of(prefix + moving))! - owned.startIndex + 1
+        let names = [moving] + (0..<5).map { "s\($0)" }
+        let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
+        #expect(await traffic.ready())
+        traffic.start()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(reshard(from: source, to: target, count: count))
+        #expect(await settles(timeout: .seconds(20)) { clusterMap()?.owner(ofChannel: prefix + moving) == target })
+        #expect(await settles(timeout: .seconds(20)) { traffic.logB.count { $0 == .topologyChanged } >= 1 })
+        #expect(await traffic.ready())
+        try await Task.sleep(for: .milliseconds(300))
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(
+            await settles { traffic.lastRoundArrived() },
+            "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
+        #expect(
+            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
+            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
+        )
+        #expect(traffic.inOrder)
+        print(
+            "cluster reshard (\(count) slots): made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
+        )
+        await traffic.close()
+    }
+
+    /// A primary restarted at once (killed and started again from its configuration, faster than
+    /// the node timeout, so no replica takes over): the relay reconnects to the same node, loses no
+    /// subscription, and every post is received or counted.
+    @Test func aRestartedPrimaryIsReconnectedAndEveryLossCounted() async throws {
+        let map = try #require(clusterMap())
+        let prefix = uniquePrefix()
+        let names = (0..<6).map { "t\($0)" }
+        let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
+        #expect(await traffic.ready())
+        let node = try #require(map.owner(ofChannel: prefix + names[0]))
+        let configFile = try #require(redisInfo(node.port, "server", "config_file"))
+        traffic.start()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(killServer(node.port))
+        #expect(restartServer(configFile: configFile, port: node.port))
+        #expect(await settles(timeout: .seconds(30)) { clusterIsOK() })
+        #expect(
+            await settles(timeout: .seconds(30)) {
+                traffic.logB.values.contains {
+                    if case .disconnected(let reason) = $0 { reason.contains("\(node.port)") } else { false }
+                }
+            })
+        #expect(await traffic.ready())
+        try await Task.sleep(for: .milliseconds(300))
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(
+            await settles { traffic.lastRoundArrived() },
+            "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
+        #expect(
+            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
+            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
+        )
+        #expect(traffic.inOrder)
+        print(
+            "cluster primary restarted: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
         await traffic.close()
     }

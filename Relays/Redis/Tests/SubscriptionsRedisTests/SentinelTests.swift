@@ -23,11 +23,11 @@ struct SentinelTests {
         let traffic = try Traffic(
             url: TopologyEnvironment.sentinelURL, topology: .sentinel(masterName: TopologyEnvironment.masterName),
             prefix: prefix, names: ["a", "b"])
-        #expect(traffic.waitUntilReady())
+        #expect(await traffic.ready())
         let subscribers = redisCall(primary.port, ["PUBSUB", "NUMSUB", prefix + "a"])?.elements?.last?.number
         #expect(subscribers == 2)
         traffic.post(rounds: 10)
-        #expect(eventually { traffic.receivedCount == 20 })
+        #expect(await settles { traffic.receivedCount == 20 })
         #expect(traffic.relayB.missedPosts == 0 && traffic.relayA.droppedPosts == 0)
         await traffic.close()
     }
@@ -52,29 +52,29 @@ struct SentinelTests {
         let traffic = try Traffic(
             url: TopologyEnvironment.sentinelURL, topology: .sentinel(masterName: TopologyEnvironment.masterName),
             prefix: uniquePrefix(), names: ["x", "y", "z"])
-        #expect(traffic.waitUntilReady())
+        #expect(await traffic.ready())
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         let sentinel = try #require(TopologyEnvironment.sentinelPorts?.first)
         let answer = redisCall(sentinel, ["SENTINEL", "FAILOVER", TopologyEnvironment.masterName])
         #expect(answer == .string(Array("OK".utf8)), "\(String(describing: answer))")
         // Bounded waits for the sentinels and the relays, not timings.
-        #expect(eventually(timeout: .seconds(30)) { currentPrimary().map { $0 != old } ?? false })
+        #expect(await settles(timeout: .seconds(30)) { currentPrimary().map { $0 != old } ?? false })
         let new = try #require(currentPrimary())
         #expect(
-            eventually(timeout: .seconds(30)) {
+            await settles(timeout: .seconds(30)) {
                 traffic.logB.values.contains {
                     if case .disconnected(let reason) = $0 { reason.hasPrefix("\(old):") } else { false }
                 }
             })
-        #expect(traffic.waitUntilReady())
+        #expect(await traffic.ready())
         try await Task.sleep(for: .milliseconds(300))
         traffic.stop()
         // Published on the new primary from now on.
         let before = redisCalls(new.port, "publish")
         traffic.post(rounds: 1)
         #expect(
-            eventually { traffic.lastRoundArrived() },
+            await settles { traffic.lastRoundArrived() },
             "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
         #expect(redisCalls(new.port, "publish") - before >= 1)
         #expect(

@@ -1,5 +1,6 @@
 import Foundation
 import Subscriptions
+import Synchronization
 import Testing
 
 @testable import SubscriptionsRedis
@@ -99,4 +100,69 @@ final class EventLog: Sendable {
     var values: [RedisRelay.Event] { events.values }
 
     func count(_ match: (RedisRelay.Event) -> Bool) -> Int { values.filter(match).count }
+}
+
+/// Runs a program (found on the PATH) to its end, at most `timeout`; whether it exited with 0.
+func runProgram(_ arguments: [String], timeout: Duration = .seconds(120)) -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["timeout", "\(timeout.components.seconds)"] + arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    do { try process.run() } catch { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}
+
+/// Moves `count` slots from the primary `source` to `target` with `redis-cli --cluster reshard`
+/// (the lowest slots of `source` first).
+func reshard(from source: _Address, to target: _Address, count: Int) -> Bool {
+    guard let sourceID = redisCall(source.port, ["CLUSTER", "MYID"])?.text,
+        let targetID = redisCall(target.port, ["CLUSTER", "MYID"])?.text
+    else { return false }
+    return runProgram([
+        "redis-cli", "--cluster", "reshard", "127.0.0.1:\(source.port)", "--cluster-from", sourceID,
+        "--cluster-to", targetID, "--cluster-slots", "\(count)", "--cluster-yes",
+    ])
+}
+
+/// Nodes this test process started again (`restartServer`), killed when it exits: the topology
+/// script reaps only the processes it started itself.
+private let restarted = Mutex<[Process]>([])
+
+/// Starts the server that used to run on `port` again, from its configuration file (its nodes file
+/// makes it rejoin the cluster), and waits until it answers. The process is this test process's
+/// child, killed when it exits.
+func restartServer(configFile: String, port: Int) -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["redis-server", configFile]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    do { try process.run() } catch { return false }
+    let first = restarted.withLock { list in
+        list.append(process)
+        return list.count == 1
+    }
+    if first {
+        atexit {
+            for process in restarted.withLock({ $0 }) where process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+            }
+        }
+    }
+    return eventually(timeout: .seconds(10)) { redisCall(port, ["PING"]) != nil }
+}
+
+/// `eventually` for async tests: polls `condition` until it holds or `timeout` passes, suspending
+/// between polls instead of blocking a thread of the cooperative pool (on 2 cores the pool has 2
+/// threads, and a blocked one can starve the tasks that read the relays' events). Bounds a wait;
+/// asserts nothing about time.
+func settles(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return true
 }

@@ -45,9 +45,11 @@ final class Traffic: Sendable {
         self.tokens = tokens
     }
 
-    /// Both relays connected with every subscription confirmed.
-    func waitUntilReady(_ timeout: Duration = .seconds(30)) -> Bool {
-        relayA.waitUntilReady(timeout: timeout) && relayB.waitUntilReady(timeout: timeout)
+    /// Both relays connected with every subscription confirmed (waits at most `timeout`, suspended).
+    func ready(_ timeout: Duration = .seconds(30)) async -> Bool {
+        await settles(timeout: timeout) {
+            relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero)
+        }
     }
 
     /// Posts `rounds` rounds (one post per name each) at once, on the calling thread.
