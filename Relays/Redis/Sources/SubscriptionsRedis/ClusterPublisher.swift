@@ -34,8 +34,13 @@
     private struct _ClusterPublisher {
         let core: _RelayCore
         var map: _SlotMap? {
-            didSet { primaries = map?.primaries ?? [] }
+            didSet {
+                primaries = map?.primaries ?? []
+                needsConnect = true
+            }
         }
+        /// The connections to the primaries must be checked (the map changed, a node failed).
+        var needsConnect = true
         /// The primaries of `map`, kept with it (a map has 16,384 entries: not scanned per batch).
         var primaries: Set<_Address> = []
         var stale: Bool
@@ -87,7 +92,12 @@
                         refreshDelay = min(refreshDelay * 2, core.options.reconnectDelay.upperBound)
                     }
                 }
-                connectAll()
+                // Connections are opened, and the state announced, only when something changed:
+                // not at every batch.
+                if needsConnect || retryAt.values.contains(where: { $0 <= ContinuousClock.now }) {
+                    needsConnect = false
+                    connectAll()
+                }
                 let inFlight = inFlightCommands
                 core.outbox.withLock { outbox in
                     outbox.connected = map != nil
@@ -143,6 +153,8 @@
         /// retry), closes those to nodes that are no primary any more, and announces the state.
         mutating func connectAll() {
             guard map != nil else { return }
+            // A node that is no primary any more (a failed one, replaced) is not retried.
+            retryAt = retryAt.filter { primaries.contains($0.key) }
             for address in Array(nodes.keys)
             where !primaries.contains(address) && nodes[address]!.inFlight.commands == 0 {
                 nodes[address] = nil
@@ -263,6 +275,7 @@
         /// again (a replica may take over), and the loss is announced naming the node.
         mutating func fail(_ address: _Address, _ reason: String) {
             forget(address)
+            needsConnect = true
             retryAt[address] = ContinuousClock.now + _jittered(delay)
             stale = true
             announce(reason: "\(address): \(reason)")

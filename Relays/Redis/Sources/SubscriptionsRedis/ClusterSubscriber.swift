@@ -189,7 +189,9 @@
                     }
                     continue
                 }
-                let kind = _ClusterSubscriber.kind(reply)
+                // A message (the common case) is told apart by its kind's length (8: smessage),
+                // without making a string.
+                let kind = _ClusterSubscriber.isMessage(reply) ? nil : _ClusterSubscriber.kind(reply)
                 if kind == "ssubscribe" || kind == "sunsubscribe", let channel = _ClusterSubscriber.channel(reply) {
                     confirmations = true
                     if kind == "ssubscribe" {
@@ -227,6 +229,15 @@
                 channels.connected = up && channels.bindings.keys.allSatisfy { placed[$0] != nil }
             }
             core.events.set(.subscriber, up: up, reason: reason.isEmpty ? "no cluster node answers" : reason)
+        }
+
+        /// Whether a push is a message: its kind is 7 or 8 bytes (`message`, `smessage`), unlike the
+        /// (un)subscribe confirmations.
+        static func isMessage(_ reply: UnsafeMutablePointer<redisReply>) -> Bool {
+            guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements >= 3,
+                let first = reply.pointee.element[0]
+            else { return false }
+            return first.pointee.len == 7 || first.pointee.len == 8
         }
 
         /// The first element of a push (`smessage`, `ssubscribe`, …) as text.
