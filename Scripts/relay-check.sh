@@ -52,7 +52,7 @@ rm -rf "$scratch"
 step "swift test (RELAY_REDIS_PORT=$port)"
 RELAY_REDIS_PORT=$port swift test --skip-build
 
-step "cluster and Sentinel tests: Scripts/relay-topology-tests.sh (a 6-node cluster and a Sentinel set of their own, about 30 to 50 s)"
+step "cluster and Sentinel tests: Scripts/relay-topology-tests.sh (a 6-node cluster and a Sentinel set of their own, about 20 to 40 s)"
 # Their servers are started and stopped by that script (an EXIT trap, also after a failure); the
 # tests there kill a primary, move a slot and fail the Sentinel primary over, each wait bounded.
 "$root/Scripts/relay-topology-tests.sh"
