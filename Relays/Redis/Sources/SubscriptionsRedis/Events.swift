@@ -7,10 +7,11 @@
         /// ``RedisRelay/events``.
         public enum Event: Sendable, Equatable {
             /// Both connections (publishing and subscribing) are up and authenticated: at start, and
-            /// again after each ``disconnected(reason:)``.
+            /// again after each ``disconnected(reason:)``. In a cluster: those to every node needed.
             case connected
             /// A connection was lost (closed, failed, or silent for two ``Options/pingInterval``s) or
-            /// its TLS handshake was refused; the relay reconnects with backoff. Posts made until it is
+            /// its TLS handshake was refused; the relay reconnects with backoff. With Sentinel or a
+            /// cluster, `reason` starts with the node (`host:port: …`). Posts made until it is
             /// back are counted in ``RedisRelay/droppedPosts``.
             case disconnected(reason: String)
             /// The server refused the credentials: its own text (such as `WRONGPASS …` or `NOAUTH …`),

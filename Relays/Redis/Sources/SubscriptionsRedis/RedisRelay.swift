@@ -35,7 +35,8 @@
     ///   on the relay's thread, is local only as well.
     ///
     /// ## Threads
-    /// The relay runs three threads; the first two have a connection each. The **publisher** drains a queue
+    /// The relay runs three threads; the first two have a connection each (in a cluster, one per
+    /// primary each; with Sentinel a fourth thread watches a sentinel, see ``Options/topology``). The **publisher** drains a queue
     /// that local posts fill (a post encodes its payload on the posting thread, appends it to the
     /// queue under a short lock and returns; it never waits for Redis). It pipelines `PUBLISH`
     /// commands, up to ``Options/pipelineDepth`` ahead of their replies, and packs consecutive queued
