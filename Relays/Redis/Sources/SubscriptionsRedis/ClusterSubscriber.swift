@@ -215,6 +215,10 @@
             nodes[address] = nil
             _ = plan.lost(node: address)
             down.insert(address)
+            // Not again at once: a node that fails every connection would otherwise be retried in
+            // a tight loop.
+            retryAt[address] = ContinuousClock.now + _jittered(delay)
+            delay = min(delay * 2, core.options.reconnectDelay.upperBound)
             stale = true
             publishState(reason: "\(address): \(reason)")
         }
