@@ -2,9 +2,11 @@
 # Checks the Redis relay (Relays/Redis) against a real server: installs redis-server, redis-tools,
 # libhiredis-dev, libssl-dev and openssl when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
 # 127.0.0.1 port (no persistence, not daemonized, killed on exit), then lints the package, builds it
-# with warnings as errors, runs its tests, fuzzes its receive path with a million frames, and runs
-# its benchmark in quick mode beside redis-benchmark.
-# About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling).
+# with warnings as errors, runs its tests, then its cluster and Sentinel tests against topologies
+# of their own (Scripts/relay-topology-tests.sh, about 20 s of it), fuzzes its receive path with a
+# million frames, and runs its benchmark in quick mode beside redis-benchmark.
+# About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling); 153 s with
+# --no-bench and the builds done (6 December 2026, 2 shared cores).
 #
 #   Scripts/relay-check.sh            # everything
 #   Scripts/relay-check.sh --no-bench # skip the benchmark
@@ -51,6 +53,11 @@ rm -rf "$scratch"
 
 step "swift test (RELAY_REDIS_PORT=$port)"
 RELAY_REDIS_PORT=$port swift test --skip-build
+
+step "cluster and Sentinel tests: Scripts/relay-topology-tests.sh (a 6-node cluster and a Sentinel set of their own, about 20 to 40 s)"
+# Their servers are started and stopped by that script (an EXIT trap, also after a failure); the
+# tests there kill a primary, move a slot and fail the Sentinel primary over, each wait bounded.
+"$root/Scripts/relay-topology-tests.sh"
 
 step "fuzz: 1,000,000 random and mutated frames through the receive path (FuzzTests, alone)"
 # The same test runs 20,000 frames within the suite above; alone here, with a million, it has the

@@ -6,6 +6,8 @@
 // (up to 64), so its posts per second are compared with redis-benchmark's PUBLISH commands per second.
 //
 //     swift run -c release RelayBenchmarks --port 6379 [--quick] [--pipeline 128]
+//     RELAY_CLUSTER_PORTS=… RelayBenchmarks --port 6379 --cluster-throughput [--quick]
+//         (one relay against a cluster beside one server: ClusterThroughput.swift)
 //
 // The benchmark starts itself a second time as the receiving process (`--receive`). Each row is
 // the median of several repetitions, interleaved with redis-benchmark's, so that a burst of load
@@ -67,6 +69,8 @@ let quick = arguments.contains("--quick")
 let signs = arguments.contains("--sign")
 let signingKey: [UInt8]? = signs ? Array("RelayBenchmarks signing key, 32+".utf8) : nil
 let target = signs ? 0.35 : 0.5
+
+if arguments.contains("--cluster-throughput") { clusterThroughput(port: port, quick: quick) }
 
 // MARK: Receiving process
 

@@ -91,7 +91,10 @@
 
         /// Reads the next reply, waiting for it (each read bounded by the receive time-out). Returns the
         /// text of an error reply, `nil` for any other.
-        private func readReply(_ endpoint: _Endpoint, waitingFor command: String) throws(RedisRelayError) -> String? {
+        private func readReply(
+            _ endpoint: _Endpoint, waitingFor command: String,
+            _ inspect: (UnsafeMutablePointer<redisReply>) -> Void = { _ in }
+        ) throws(RedisRelayError) -> String? {
             while true {
                 let (reply, ok) = nextReply()
                 guard ok else {
@@ -115,10 +118,29 @@
                     continue
                 }
                 defer { freeReplyObject(reply) }
+                inspect(reply)
                 guard reply.pointee.type == REDIS_REPLY_ERROR else { return nil }
                 return reply.pointee.str.map { String(cString: $0) } ?? "error"
             }
         }
+
+        /// Sends `command` and waits for its reply (each read bounded by the receive time-out), as a
+        /// plain value; an error reply is `.error(text)`, not thrown.
+        /// - Throws: ``RedisRelayError/unreachable(host:port:reason:)`` when the connection fails.
+        func call(_ command: [String], _ endpoint: _Endpoint) throws(RedisRelayError) -> _Reply {
+            append(command)
+            guard flush() else {
+                throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed")
+            }
+            var result = _Reply.null
+            _ = try readReply(endpoint, waitingFor: command.first ?? "") { result = _Reply($0) }
+            return result
+        }
+
+        /// Which cluster node, sentinel or primary this connection is to, and the topology epoch it was
+        /// made in (see `_TopologyState`); set by whoever opened it.
+        var node = _Address(host: "", port: 0)
+        var epoch = 0
 
         /// Sends `command` and waits for its reply; an error reply (such as `NOPERM …`) throws
         /// ``RedisRelayError/permissionDenied(_:)`` with the server's text.
@@ -165,16 +187,16 @@
         /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
         /// `sequence(channel, posts)` numbers each message (the first post's number), and `signer`,
         /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
-        /// no per-command formatting or allocation.
+        /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead.
         func appendPublishes(
-            _ batch: [_Outgoing], counts: [Int], signer: _Signer?,
+            _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false,
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
             let signature = signer == nil ? 0 : _Wire.signatureLength
             var start = batch.startIndex
             for count in counts {
                 let channel = batch[start].channel
-                output.append(contentsOf: Self.publishPrefix)
+                output.append(contentsOf: sharded ? Self.shardedPublishPrefix : Self.publishPrefix)
                 _appendLength(channel.count, to: &output)
                 output.append(contentsOf: channel)
                 output.append(contentsOf: [13, 10])
@@ -195,6 +217,7 @@
         }
 
         private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
+        private static let shardedPublishPrefix = Array("*3\r\n$8\r\nSPUBLISH\r\n".utf8)
 
         /// Appends `PUBLISH channel message` to the output buffer (the message as it is).
         func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {

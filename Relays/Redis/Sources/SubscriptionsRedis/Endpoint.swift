@@ -13,16 +13,22 @@
         var password: String?
         /// Whether the connection is TLS (`rediss://`).
         var tls: Bool
+        /// Every host of the URL, in its order (`host` and `port` are the first): a cluster's seed
+        /// nodes or the sentinels, see `RedisRelay.Topology`.
+        var seeds: [_Address]
 
         init(host: String, port: Int) {
             self.host = host
             self.port = port
             self.tls = false
+            self.seeds = [_Address(host: host, port: port)]
         }
 
         /// Parses `redis://[user[:password]@]host[:port][/db]` or the same with `rediss://` (TLS).
         /// User and password may be percent-encoded; an IPv6 host is written in brackets. The port
         /// defaults to 6379; a database number is accepted and ignored (pub/sub spans databases).
+        /// Several hosts may follow the credentials, comma-separated (`host1:7001,host2:7002`): the
+        /// seeds of a cluster or the sentinels; each without a port gets 6379.
         /// - Throws: ``RedisRelayError/invalidURL(_:)``, whose text never contains the password.
         init(url: String) throws(RedisRelayError) {
             let rest: Substring
@@ -55,6 +61,17 @@
                     password = try _percentDecoded(credentials, what: "password")
                 }
             }
+            seeds = []
+            for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+                seeds.append(try Self.address(part))
+            }
+            host = seeds[0].host
+            port = seeds[0].port
+        }
+
+        /// One `host[:port]` of the URL's authority.
+        private static func address(_ authority: Substring) throws(RedisRelayError) -> _Address {
+            let host: String
             var portText: Substring = ""
             if authority.first == "[" {
                 guard let close = authority.firstIndex(of: "]") else { throw .invalidURL("an IPv6 host lacks its ']'") }
@@ -72,12 +89,12 @@
             }
             guard !host.isEmpty else { throw .invalidURL("the host is missing") }
             if portText.isEmpty {
-                port = 6379
+                return _Address(host: host, port: 6379)
             } else {
                 guard let port = Int(portText), (1...65535).contains(port) else {
                     throw .invalidURL("the port must be a number from 1 to 65535")
                 }
-                self.port = port
+                return _Address(host: host, port: port)
             }
         }
 

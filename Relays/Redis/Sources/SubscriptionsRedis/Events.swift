@@ -7,10 +7,11 @@
         /// ``RedisRelay/events``.
         public enum Event: Sendable, Equatable {
             /// Both connections (publishing and subscribing) are up and authenticated: at start, and
-            /// again after each ``disconnected(reason:)``.
+            /// again after each ``disconnected(reason:)``. In a cluster: those to every node needed.
             case connected
             /// A connection was lost (closed, failed, or silent for two ``Options/pingInterval``s) or
-            /// its TLS handshake was refused; the relay reconnects with backoff. Posts made until it is
+            /// its TLS handshake was refused; the relay reconnects with backoff. With Sentinel or a
+            /// cluster, `reason` starts with the node (`host:port: …`). Posts made until it is
             /// back are counted in ``RedisRelay/droppedPosts``.
             case disconnected(reason: String)
             /// The server refused the credentials: its own text (such as `WRONGPASS …` or `NOAUTH …`),
@@ -33,6 +34,10 @@
             /// stays `false`) or a `PUBLISH` (its posts are counted in ``RedisRelay/DropCounts/refused``).
             /// Sent for each refused `SUBSCRIBE`, and for the first refused `PUBLISH` of each connection.
             case permissionDenied(String)
+            /// Cluster: the relay moved at least one relayed name to another node (its slot moved, or its
+            /// primary failed and a replica took over); its subscription was made on the new node before
+            /// the old one was given up. Sent once per change of the slot map that moved names.
+            case topologyChanged
         }
     }
 

@@ -61,6 +61,8 @@
         var progress = lastSent
         var refusalReported = false
         while true {
+            // Sentinel: a new primary was announced; this connection is to the old one.
+            if connection.epoch != core.topology.current { return (inFlight.posts, "the primary moved") }
             core.outbox.withLock { outbox in
                 outbox.take(messages: depth - inFlight.commands, maxBytes: maxBytes, into: &batch, counts: &counts)
                 // Ask posters for a wake-up only when nothing is in flight: otherwise the replies wake
@@ -196,8 +198,10 @@
             delay = core.options.reconnectDelay.lowerBound
             core.events.set(side, up: true)
             let reason = serve(live)
+            // With Sentinel the reason names the primary the connection was to.
+            let named = live.node.port == 0 ? reason : "\(live.node): \(reason)"
             // A connection ended by `close()` or the release of the relay is no event.
-            core.events.set(side, up: false, reason: reason, announce: !core.stopping.load(ordering: .acquiring))
+            core.events.set(side, up: false, reason: named, announce: !core.stopping.load(ordering: .acquiring))
         }
     }
 

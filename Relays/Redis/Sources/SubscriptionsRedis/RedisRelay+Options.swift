@@ -55,6 +55,10 @@
             /// most once a second; reading the socket never waits for handlers. A batch message larger
             /// than the limit is still queued alone. 100,000 by default; must be positive.
             public var maxPendingPosts = 100_000
+            /// How the URL's servers are arranged: one server (``Topology/standalone``, the default), a
+            /// Redis Cluster (``Topology/cluster``), or a primary found through Sentinel
+            /// (``Topology/sentinel(masterName:)``). A URL with several hosts needs one of the last two.
+            public var topology: Topology = .standalone
 
             /// The defaults.
             public init() {}

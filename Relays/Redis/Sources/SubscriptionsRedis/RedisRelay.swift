@@ -35,7 +35,8 @@
     ///   on the relay's thread, is local only as well.
     ///
     /// ## Threads
-    /// The relay runs three threads; the first two have a connection each. The **publisher** drains a queue
+    /// The relay runs three threads; the first two have a connection each (in a cluster, one per
+    /// primary each; with Sentinel a fourth thread watches a sentinel, see ``Options/topology``). The **publisher** drains a queue
     /// that local posts fill (a post encodes its payload on the posting thread, appends it to the
     /// queue under a short lock and returns; it never waits for Redis). It pipelines `PUBLISH`
     /// commands, up to ``Options/pipelineDepth`` ahead of their replies, and packs consecutive queued
@@ -155,9 +156,12 @@
             let tls = endpoint.tls ? try _TLSContext(caFile: options.tlsCAFile, serverName: options.tlsServerName) : nil
             var publishing: _Connection?
             var subscribing: _Connection?
+            // Sentinel: the primary; cluster: the slot map and the node of the probes below.
+            var start = try _TopologyStart(endpoint, topology: options.topology)
             do {
-                publishing = try _Connection.open(endpoint, tls: tls, timeout: options.connectTimeout)
-                subscribing = try _Connection.open(endpoint, tls: tls, timeout: options.connectTimeout)
+                try start.locate(tls: tls, timeout: options.connectTimeout, prefix: channelPrefix)
+                publishing = try _Connection.open(start.endpoint, tls: tls, timeout: options.connectTimeout)
+                subscribing = try _Connection.open(start.endpoint, tls: tls, timeout: options.connectTimeout)
             } catch .unreachable(let host, let port, let reason) where options.waitsForServer {
                 _ = (host, port, reason)
                 publishing = nil
@@ -167,15 +171,19 @@
             // (an ACL user without them) throws here instead of losing posts without a word.
             if let publishing, let subscribing {
                 let channel = Array(channelPrefix.utf8)
-                try subscribing.require([Array("SUBSCRIBE".utf8), channel], endpoint)
-                try subscribing.require([Array("UNSUBSCRIBE".utf8), channel], endpoint)
-                try publishing.require([Array("PUBLISH".utf8), channel, []], endpoint)
+                let (subscribe, unsubscribe, publish) = start.commands
+                try subscribing.require([Array(subscribe.utf8), channel], start.endpoint)
+                try subscribing.require([Array(unsubscribe.utf8), channel], start.endpoint)
+                try publishing.require([Array(publish.utf8), channel, []], start.endpoint)
             }
             let origin = UInt64.random(in: 1...UInt64.max)
             let core = _RelayCore(
                 endpoint: endpoint, tls: tls, prefix: channelPrefix, options: options, origin: origin,
                 connected: publishing != nil)
-            let handoff = _Handoff(publishing, subscribing)
+            start.install(in: core, publishing, subscribing)
+            // A cluster's threads open a connection per node themselves.
+            let handoff = start.cluster ? _Handoff(nil, nil) : _Handoff(publishing, subscribing)
+            let cluster = start.cluster
             let running = self.running
             self.center = center
             self.channelPrefix = channelPrefix
@@ -185,12 +193,25 @@
             running.enter()
             running.enter()
             let publisher = Thread {
-                _runPublisher(core, first: handoff.takePublisher())
+                if cluster { _runClusterPublisher(core) } else { _runPublisher(core, first: handoff.takePublisher()) }
                 running.leave()
             }
             let subscriber = Thread {
-                _runSubscriber(core, first: handoff.takeSubscriber())
+                if cluster {
+                    _runClusterSubscriber(core)
+                } else {
+                    _runSubscriber(core, first: handoff.takeSubscriber())
+                }
                 running.leave()
+            }
+            let watcher = start.masterName.map { name in
+                running.enter()
+                let watcher = Thread {
+                    _Sentinel.watch(core, masterName: name)
+                    running.leave()
+                }
+                watcher.name = "SubscriptionsRedis sentinel watcher"
+                return watcher
             }
             let deliverer = Thread {
                 _runDeliverer(core)
@@ -199,12 +220,13 @@
             publisher.name = "SubscriptionsRedis publisher"
             subscriber.name = "SubscriptionsRedis subscriber"
             deliverer.name = "SubscriptionsRedis deliverer"
-            self.threads = [publisher, subscriber, deliverer]
+            self.threads = [publisher, subscriber, deliverer] + (watcher.map { [$0] } ?? [])
             // The stream ends once the threads did, however the relay stopped.
             running.notify(queue: .global()) { core.events.finish() }
             publisher.start()
             subscriber.start()
             deliverer.start()
+            watcher?.start()
         }
 
         /// Sends what is queued (for at most ``Options/closeTimeout``), disconnects and joins both
@@ -299,6 +321,7 @@
         core.stopping.store(true, ordering: .releasing)
         core.publisherWake.wake()
         core.subscriberWake.wake()
+        core.topology.wake.wake()
         core.deliveryWake.signal()
     }
 

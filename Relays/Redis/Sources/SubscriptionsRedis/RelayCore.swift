@@ -19,6 +19,8 @@
         /// number); see `_Wire`.
         let header: [UInt8]
         let events = _Events()
+        /// Sentinel's primary, a cluster's slot map, and the epoch that outdates connections.
+        let topology = _TopologyState()
 
         /// Local posts not delivered to Redis, by reason.
         let drops = _DropCounters()
@@ -55,9 +57,15 @@
             self.deliveries = Mutex(_Deliveries(limit: options.maxPendingPosts))
         }
 
-        /// A new connection to the relay's server, or `nil`; an authentication or TLS failure is
-        /// reported as an event.
+        /// A new connection to the relay's server (with Sentinel: to the current primary), or `nil`;
+        /// an authentication or TLS failure is reported as an event.
         func connect() -> _Connection? {
+            if case .sentinel(let name) = options.topology { return _Sentinel.connect(self, masterName: name) }
+            return connect(to: endpoint)
+        }
+
+        /// A new connection to `endpoint`, or `nil`; see `connect()`.
+        func connect(to endpoint: _Endpoint) -> _Connection? {
             do {
                 return try _Connection.open(endpoint, tls: tls, timeout: options.connectTimeout)
             } catch .authenticationFailed(let text) {

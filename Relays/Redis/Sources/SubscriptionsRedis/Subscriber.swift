@@ -38,6 +38,8 @@
         var pinged = false
         connection.gate = _LengthGate(limit: core.options.maximumMessageBytes)
         while !core.stopping.load(ordering: .acquiring) {
+            // Sentinel: a new primary was announced; this connection is to the old one.
+            if connection.epoch != core.topology.current { return "the primary moved" }
             if needsSync {
                 needsSync = false
                 cache = _ChannelCache()  // releases a binding cached before it was unbound
@@ -99,6 +101,8 @@
     }
 
     private let _messageKind = Array("message".utf8)
+    /// A sharded channel's message (a cluster's `SSUBSCRIBE`).
+    private let _shardedMessageKind = Array("smessage".utf8)
 
     private func _bytes(_ reply: UnsafeMutablePointer<redisReply>) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: reply.pointee.str, count: reply.pointee.str == nil ? 0 : Int(reply.pointee.len))
@@ -114,7 +118,7 @@
     /// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
     /// `oversized` gives the announced length of a message that the connection's `_LengthGate`
     /// replaced by a null (it was never buffered).
-    private func _handle(
+    func _handle(
         _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache,
         oversized: () -> Int?
     ) {
@@ -127,7 +131,7 @@
             let elements = reply.pointee.element, let kind = elements[0], let channel = elements[1],
             let third = elements[2]
         else { return }
-        if _equal(_bytes(kind), _messageKind) {
+        if _equal(_bytes(kind), _messageKind) || _equal(_bytes(kind), _shardedMessageKind) {
             // A null: the message was over maximumMessageBytes, its bytes dropped as they arrived.
             let size = third.pointee.type == REDIS_REPLY_NIL ? oversized() : nil
             let name = _bytes(channel)

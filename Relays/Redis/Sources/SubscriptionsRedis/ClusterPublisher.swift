@@ -1,0 +1,290 @@
+// Built only with the package trait "Redis" (see the root Package.swift).
+#if Redis
+    /// The publisher thread of a cluster relay: drains the outbox as `_runPublisher` does, and sends
+    /// each message as `SPUBLISH` to the primary that owns its channel's slot, on one connection per
+    /// primary of the slot map (pipelined, at most `pipelineDepth` commands in flight in all).
+    ///
+    /// Counting is the standalone publisher's: each reply counts its posts published, or refused for
+    /// an error reply (a `-MOVED` during a slot move is one: the map is read again and the next posts
+    /// go to the new owner); the posts in flight on a connection that fails are unacknowledged;
+    /// posts for a primary that cannot be reached are dropped as disconnected. Sequence numbers are
+    /// per channel and survive every change of node, so receivers see each loss as a gap.
+    func _runClusterPublisher(_ core: _RelayCore) {
+        var state = _ClusterPublisher(core: core)
+        state.run()
+        let queued = core.outbox.withLock { outbox in
+            outbox.connected = false
+            return outbox.clear()
+        }
+        core.drops.disconnected.add(queued, ordering: .relaxed)
+        core.publisherConnected.store(false, ordering: .releasing)
+    }
+
+    /// One primary's publishing connection and what it owes.
+    private struct _PublisherNode {
+        let connection: _Connection
+        var inFlight = _InFlight()
+        var lastSent = ContinuousClock.now
+        /// When a reply last came, or the first owed one was sent.
+        var progress = ContinuousClock.now
+        var refusalReported = false
+    }
+
+    /// The publisher thread's state; owned by that thread alone.
+    private struct _ClusterPublisher {
+        let core: _RelayCore
+        var map: _SlotMap? {
+            didSet {
+                primaries = map?.primaries ?? []
+                needsConnect = true
+            }
+        }
+        /// The connections to the primaries must be checked (the map changed, a node failed).
+        var needsConnect = true
+        /// The primaries of `map`, kept with it (a map has 16,384 entries: not scanned per batch).
+        var primaries: Set<_Address> = []
+        var stale: Bool
+        /// The `-MOVED` and `-ASK` answers since the map was last read.
+        var redirects: [_Redirect] = []
+        var nodes: [_Address: _PublisherNode] = [:]
+        var retryAt: [_Address: ContinuousClock.Instant] = [:]
+        var delay: Duration
+        /// When the map may be read again after no node answered, and the backoff of those reads.
+        var refreshAt = ContinuousClock.now
+        var refreshDelay: Duration
+        var sequences: [[UInt8]: UInt64] = [:]
+        /// Each channel's owner, cached per map (a channel's slot costs a CRC16 of its name).
+        var owners: [[UInt8]: _Address] = [:]
+
+        init(core: _RelayCore) {
+            self.core = core
+            let map = core.topology.map.withLock { $0 }
+            self.map = map
+            self.primaries = map?.primaries ?? []
+            self.stale = map == nil
+            self.delay = core.options.reconnectDelay.lowerBound
+            self.refreshDelay = core.options.reconnectDelay.lowerBound
+        }
+
+        var inFlightCommands: Int { nodes.values.reduce(0) { $0 + $1.inFlight.commands } }
+
+        mutating func run() {
+            let depth = core.options.pipelineDepth
+            let maxBytes = core.options.maximumMessageBytes - (core.signer == nil ? 0 : _Wire.signatureLength)
+            let interval = core.options.pingInterval
+            let patience = min(core.options.connectTimeout, interval * 2)
+            var batch: [_Outgoing] = []
+            var counts: [Int] = []
+            var deadline: ContinuousClock.Instant?
+            while true {
+                let stopping = core.stopping.load(ordering: .acquiring)
+                if stale && !stopping && ContinuousClock.now >= refreshAt {
+                    if let fresh = _ClusterNodes.refresh(core, known: map, redirects: redirects) {
+                        if fresh != map { owners = [:] }
+                        if fresh != map { map = fresh }
+                        stale = false
+                        redirects = []
+                        refreshDelay = core.options.reconnectDelay.lowerBound
+                    } else {
+                        announce(reason: "no cluster node answers CLUSTER SLOTS")
+                        // Not again before the backoff's wait, not at every post.
+                        refreshAt = ContinuousClock.now + _jittered(refreshDelay)
+                        refreshDelay = min(refreshDelay * 2, core.options.reconnectDelay.upperBound)
+                    }
+                }
+                // Connections are opened, and the state announced, only when something changed:
+                // not at every batch.
+                if needsConnect || retryAt.values.contains(where: { $0 <= ContinuousClock.now }) {
+                    needsConnect = false
+                    connectAll()
+                }
+                let inFlight = inFlightCommands
+                core.outbox.withLock { outbox in
+                    outbox.connected = map != nil
+                    outbox.take(messages: depth - inFlight, maxBytes: maxBytes, into: &batch, counts: &counts)
+                    if outbox.count == 0 && inFlight == 0 && batch.isEmpty { outbox.writerWaiting = true }
+                }
+                var now = ContinuousClock.now
+                if !batch.isEmpty {
+                    route(batch, counts, now: now)
+                    batch.removeAll(keepingCapacity: true)
+                    counts.removeAll(keepingCapacity: true)
+                }
+                for (address, node) in nodes where node.inFlight.commands == 0 && now - node.lastSent >= interval {
+                    node.connection.append(["PING"])
+                    nodes[address]!.inFlight.push(0)
+                    nodes[address]!.progress = now
+                    nodes[address]!.lastSent = now
+                    if !node.connection.flush() { fail(address, "the connection failed while sending") }
+                }
+                if stopping {
+                    let empty = core.outbox.withLock { $0.count == 0 }
+                    if empty && inFlightCommands == 0 { return }
+                    if deadline == nil { deadline = now + core.options.closeTimeout }
+                    if let deadline, now >= deadline {
+                        for address in Array(nodes.keys) { forget(address) }
+                        return
+                    }
+                }
+                let order = Array(nodes.keys)
+                var wait: Duration = stopping ? .milliseconds(10) : interval
+                for address in order {
+                    let node = nodes[address]!
+                    wait = min(
+                        wait,
+                        node.inFlight.commands > 0 ? node.progress + patience - now : node.lastSent + interval - now)
+                }
+                if stale { wait = min(wait, refreshAt - now) }
+                if let due = retryAt.values.min() { wait = min(wait, due - now) }
+                let ready = _ClusterNodes.wait(
+                    order.map { nodes[$0]!.connection.socket }, wake: core.publisherWake,
+                    timeoutMilliseconds: _milliseconds(wait))
+                now = ContinuousClock.now
+                if ready.wake { core.publisherWake.drain() }
+                for index in ready.ready { read(order[index], now: now) }
+                for (address, node) in nodes
+                where node.inFlight.commands > 0 && !stopping && now - node.progress >= patience {
+                    fail(address, "no reply from the server for \(patience)")
+                }
+            }
+        }
+
+        /// Opens a connection to every primary of the map that has none (and is not waiting for a
+        /// retry), closes those to nodes that are no primary any more, and announces the state.
+        mutating func connectAll() {
+            guard map != nil else { return }
+            // A node that is no primary any more (a failed one, replaced) is not retried.
+            retryAt = retryAt.filter { primaries.contains($0.key) }
+            for address in Array(nodes.keys)
+            where !primaries.contains(address) && nodes[address]!.inFlight.commands == 0 {
+                nodes[address] = nil
+            }
+            let now = ContinuousClock.now
+            for address in primaries where nodes[address] == nil {
+                if let at = retryAt[address], now < at { continue }
+                guard let connection = _ClusterNodes.connect(core, address) else {
+                    retryAt[address] = now + _jittered(delay)
+                    delay = min(delay * 2, core.options.reconnectDelay.upperBound)
+                    stale = true  // a primary that cannot be reached may have been replaced
+                    announce(reason: "\(address): cannot connect")
+                    continue
+                }
+                retryAt[address] = nil
+                delay = core.options.reconnectDelay.lowerBound
+                nodes[address] = _PublisherNode(connection: connection)
+            }
+            announce(reason: "")
+        }
+
+        /// `.connected` once every primary of the map has a connection; `.disconnected` naming the
+        /// node otherwise.
+        func announce(reason: String) {
+            let up = map != nil && primaries.allSatisfy { nodes[$0] != nil }
+            core.publisherConnected.store(up, ordering: .releasing)
+            core.events.set(.publisher, up: up, reason: reason.isEmpty ? "no cluster node answers" : reason)
+        }
+
+        /// Sends each message of the batch to its channel's owner; messages whose owner has no
+        /// connection are dropped as disconnected.
+        mutating func route(_ batch: [_Outgoing], _ counts: [Int], now: ContinuousClock.Instant) {
+            var perNode: [_Address: (batch: [_Outgoing], counts: [Int])] = [:]
+            var start = 0
+            var unroutable = 0
+            for count in counts {
+                let channel = batch[start].channel
+                let owner: _Address?
+                if let cached = owners[channel] {
+                    owner = cached
+                } else {
+                    owner = map?.owner(of: _ClusterSlot.of(channel))
+                    if let owner { owners[channel] = owner }
+                }
+                if let owner, nodes[owner] != nil {
+                    perNode[owner, default: ([], [])].batch.append(contentsOf: batch[start..<(start + count)])
+                    perNode[owner, default: ([], [])].counts.append(count)
+                } else {
+                    // Never numbered, as the standalone publisher's posts made while disconnected:
+                    // counted here, not as a gap at the receivers.
+                    unroutable += count
+                }
+                start += count
+            }
+            core.drops.disconnected.add(unroutable, ordering: .relaxed)
+            for (address, work) in perNode {
+                let connection = nodes[address]!.connection
+                connection.appendPublishes(work.batch, counts: work.counts, signer: core.signer, sharded: true) {
+                    channel, posts in
+                    let first = sequences[channel, default: 0]
+                    sequences[channel] = first &+ UInt64(posts)
+                    return first
+                }
+                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
+                for count in work.counts { nodes[address]!.inFlight.push(count) }
+                nodes[address]!.lastSent = now
+                if !connection.flush() { fail(address, "the connection failed while sending") }
+            }
+        }
+
+        /// Reads the replies one node sent.
+        mutating func read(_ address: _Address, now: ContinuousClock.Instant) {
+            guard var node = nodes[address] else { return }
+            var published = 0
+            var refused = 0
+            var unexpected = false
+            var replies = 0
+            var refusal: String?
+            var redirected: [_Redirect] = []
+            let open = node.connection.readPublishReplies { error in
+                guard let posts = node.inFlight.pop() else {
+                    unexpected = true
+                    return
+                }
+                replies += 1
+                if let error {
+                    refused += posts
+                    if let redirect = _Redirect(error) {
+                        redirected.append(redirect)
+                    } else {
+                        refusal = refusal ?? error
+                    }
+                } else {
+                    published += posts
+                }
+            }
+            if let refusal, !node.refusalReported {
+                node.refusalReported = true
+                core.events.emit(.permissionDenied(refusal))
+            }
+            if replies > 0 { node.progress = now }
+            if !redirected.isEmpty {
+                // Bounded: every command in flight on a moved slot may answer one.
+                redirects = Array((redirects + redirected).suffix(256))
+                stale = true
+            }
+            core.published.add(published, ordering: .relaxed)
+            core.drops.refused.add(refused, ordering: .relaxed)
+            nodes[address] = node
+            if !open {
+                fail(address, "the server closed the connection")
+            } else if unexpected {
+                fail(address, "the server sent a reply nobody asked for")
+            }
+        }
+
+        /// Gives a node's connection up: its posts in flight are unacknowledged, the map is read
+        /// again (a replica may take over), and the loss is announced naming the node.
+        mutating func fail(_ address: _Address, _ reason: String) {
+            forget(address)
+            needsConnect = true
+            retryAt[address] = ContinuousClock.now + _jittered(delay)
+            stale = true
+            announce(reason: "\(address): \(reason)")
+        }
+
+        /// Drops a node's connection, counting its posts in flight unacknowledged.
+        mutating func forget(_ address: _Address) {
+            guard let node = nodes.removeValue(forKey: address) else { return }
+            core.drops.unacknowledged.add(node.inFlight.posts, ordering: .relaxed)
+        }
+    }
+#endif
