@@ -165,19 +165,27 @@
         /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
         /// `sequence(channel, posts)` numbers each message (the first post's number), and `signer`,
         /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
-        /// no per-command formatting or allocation.
+        /// no per-command formatting or allocation. With `historyLength > 0` each is an
+        /// `XADD channel MAXLEN ~ historyLength * m message` instead (history mode).
         func appendPublishes(
-            _ batch: [_Outgoing], counts: [Int], signer: _Signer?,
+            _ batch: [_Outgoing], counts: [Int], signer: _Signer?, historyLength: Int = 0,
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
+            let cap = Array("\(historyLength)".utf8)
             let signature = signer == nil ? 0 : _Wire.signatureLength
             var start = batch.startIndex
             for count in counts {
                 let channel = batch[start].channel
-                output.append(contentsOf: Self.publishPrefix)
+                output.append(contentsOf: historyLength > 0 ? Self.xaddPrefix : Self.publishPrefix)
                 _appendLength(channel.count, to: &output)
                 output.append(contentsOf: channel)
                 output.append(contentsOf: [13, 10])
+                if historyLength > 0 {
+                    output.append(contentsOf: Self.xaddMaxLength)
+                    _appendLength(cap.count, to: &output)
+                    output.append(contentsOf: cap)
+                    output.append(contentsOf: Self.xaddField)
+                }
                 let posts = batch[start..<(start + count)]
                 let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
                 _appendLength(length + signature, to: &output)
@@ -195,6 +203,10 @@
         }
 
         private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
+        /// `XADD key MAXLEN ~ n * m message`, around the key and `n`.
+        private static let xaddPrefix = Array("*8\r\n$4\r\nXADD\r\n".utf8)
+        private static let xaddMaxLength = Array("$6\r\nMAXLEN\r\n$1\r\n~\r\n".utf8)
+        private static let xaddField = Array("\r\n$1\r\n*\r\n$1\r\nm\r\n".utf8)
 
         /// Appends `PUBLISH channel message` to the output buffer (the message as it is).
         func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
@@ -267,22 +279,32 @@
         var gate: _LengthGate?
         private var gated: [UInt8] = []
 
-        /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
-        /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it
-        /// completes, in order, with `nil` for a number or status and the text of an error, without
+        /// For a connection that only ever sends `PUBLISH`, `XADD` and `PING` (whose replies are one line
+        /// each, `:n`, `+PONG` or `-error`, or a bulk string holding no line feed, the id `XADD` gives):
+        /// reads what the socket holds and calls `reply` for each reply it completes, in order, with
+        /// `nil` for a number, status or id and the text of an error, without
         /// hiredis's reader (no reply object per command). `false` at end of stream or on error. Call
         /// it only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
         func readPublishReplies(_ reply: (_ refusal: String?) -> Void) -> Bool {
             receive { bytes in
                 for byte in bytes {
                     if atLineStart {
-                        lineIsError = byte == UInt8(ascii: "-")
+                        lineIsError = !bulkFollows && byte == UInt8(ascii: "-")
+                        // A bulk string's length line; its bytes (the next line) complete the reply.
+                        lineIsBulkLength = !bulkFollows && byte == UInt8(ascii: "$")
                         atLineStart = false
                         errorLine.removeAll(keepingCapacity: true)
+                    } else if lineIsBulkLength && byte == UInt8(ascii: "-") {
+                        lineIsBulkLength = false  // `$-1`: a null, complete in itself
                     }
                     if byte == 10 {
-                        reply(lineIsError ? String(decoding: errorLine.prefix { $0 != 13 }, as: UTF8.self) : nil)
                         atLineStart = true
+                        if lineIsBulkLength {
+                            bulkFollows = true
+                            continue
+                        }
+                        bulkFollows = false
+                        reply(lineIsError ? String(decoding: errorLine.prefix { $0 != 13 }, as: UTF8.self) : nil)
                     } else if lineIsError && errorLine.count < 512 && !(errorLine.isEmpty && byte == UInt8(ascii: "-"))
                     {
                         errorLine.append(byte)
@@ -293,6 +315,9 @@
 
         private var atLineStart = true
         private var lineIsError = false
+        private var lineIsBulkLength = false
+        /// Whether the line being read is a bulk string's bytes.
+        private var bulkFollows = false
         /// The error line being read (its first 512 bytes, without the `-`).
         private var errorLine: [UInt8] = []
 

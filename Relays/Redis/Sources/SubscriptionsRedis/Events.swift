@@ -33,6 +33,11 @@
             /// stays `false`) or a `PUBLISH` (its posts are counted in ``RedisRelay/DropCounts/refused``).
             /// Sent for each refused `SUBSCRIBE`, and for the first refused `PUBLISH` of each connection.
             case permissionDenied(String)
+            /// In history mode (``Options/historyLength`` > 0): after a reconnection, `count` posts that
+            /// were made while this relay was away were read from the server's history and delivered
+            /// (also added to ``RedisRelay/recoveredPosts``). Sent once a catch-up is complete, when it
+            /// delivered any post.
+            case recovered(count: Int)
         }
     }
 

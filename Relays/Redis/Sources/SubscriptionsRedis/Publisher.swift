@@ -70,7 +70,9 @@
             }
             var now = ContinuousClock.now
             if !batch.isEmpty {
-                connection.appendPublishes(batch, counts: counts, signer: core.signer) { channel, posts in
+                connection.appendPublishes(
+                    batch, counts: counts, signer: core.signer, historyLength: core.options.historyLength
+                ) { channel, posts in
                     let first = sequences[channel, default: 0]
                     sequences[channel] = first &+ UInt64(posts)
                     return first

@@ -55,6 +55,15 @@
             /// most once a second; reading the socket never waits for handlers. A batch message larger
             /// than the limit is still queued alone. 100,000 by default; must be positive.
             public var maxPendingPosts = 100_000
+            /// How many messages of each relayed name the server keeps, so that a relay that was away
+            /// (disconnected, partitioned, thrown out, or its server restarted with `appendonly yes`)
+            /// receives what it missed when it is back. `0` (the default): pub/sub, at most once, every
+            /// loss counted in ``RedisRelay/missedPosts``. With `N > 0` the relay appends each message
+            /// to the stream `<channelPrefix><name>` (`XADD … MAXLEN ~ N`: at least about `N` messages
+            /// kept, each of 1 to 64 posts) instead of publishing it, and reads the streams of the names
+            /// it relays from where it stopped; posts older than the history are still counted missed.
+            /// Relays of one prefix must agree on whether it is zero. Must not be negative.
+            public var historyLength = 0
 
             /// The defaults.
             public init() {}

@@ -149,6 +149,9 @@
             guard options.maximumMessageBytes >= 256 else {
                 fatalError("RedisRelay: Options.maximumMessageBytes must be at least 256")
             }
+            guard options.historyLength >= 0 else {
+                fatalError("RedisRelay: Options.historyLength must not be negative")
+            }
             guard options.pingInterval > .zero, options.closeTimeout >= .zero else {
                 fatalError("RedisRelay: Options.pingInterval must be positive and Options.closeTimeout not negative")
             }
@@ -165,7 +168,9 @@
             }
             // The commands the relay needs, tried once on its first connections, so that a refusal
             // (an ACL user without them) throws here instead of losing posts without a word.
-            if let publishing, let subscribing {
+            if let publishing, let subscribing, options.historyLength > 0 {
+                try _requireHistoryCommands(publishing, subscribing, channelPrefix, endpoint)
+            } else if let publishing, let subscribing {
                 let channel = Array(channelPrefix.utf8)
                 try subscribing.require([Array("SUBSCRIBE".utf8), channel], endpoint)
                 try subscribing.require([Array("UNSUBSCRIBE".utf8), channel], endpoint)
