@@ -20,10 +20,14 @@ struct HistoryPair {
     let relayB: RedisRelay
     let received = Collector<Int>()
     let tokens: [Subscription]
+    /// The server's ids of B's two connections (on a server of the test's own).
+    let connectionsOfB: Set<String>
 
     init(port: Int, prefix: String = uniquePrefix(), options: RedisRelay.Options = historyOptions()) throws {
         relayA = try RedisRelay(center: a, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
+        let before = try clientIDs(port)
         relayB = try RedisRelay(center: b, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
+        connectionsOfB = try clientIDs(port).subtracting(before)
         let received = self.received
         tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
     }
@@ -43,12 +47,22 @@ struct HistoryPair {
         return true
     }
 
-    /// Stops B's reading and has the server close every client connection (CLIENT KILL): B is away
-    /// until `resume()`, while A reconnects and goes on.
+    /// Stops B's reading and has the server close B's connections (CLIENT KILL): B is away until
+    /// its reading resumes, while A goes on.
     func sendBAway(_ port: Int) throws {
         relayB._pauseReading(true)
-        try redisCommand("redis://127.0.0.1:\(port)", ["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+        #expect(connectionsOfB.count == 2)
+        for id in connectionsOfB { try redisCommand("redis://127.0.0.1:\(port)", ["CLIENT", "KILL", "ID", id]) }
     }
+}
+
+/// The ids of the server's client connections, but the one asking.
+func clientIDs(_ port: Int) throws -> Set<String> {
+    let list = try redisCommand("redis://127.0.0.1:\(port)", ["CLIENT", "LIST"])
+    return Set(
+        list.split(separator: "\n").filter { !$0.contains(" cmd=client") }.compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
+        })
 }
 
 @Suite("Recovery from history: a relay that was away receives what it missed, once, in order")
