@@ -192,7 +192,7 @@
                     core.deliver(inbound, posts: batch.count, post)
                     queued = batch.count
                     return true
-                case .mine, .foreign:
+                case .mine, .foreign, .announcement:
                     return false
                 }
             }
@@ -200,7 +200,7 @@
         switch action {
         case .ignore: break
         case .reject(let reason): _reject(core, reason)
-        case .delivered(let missed):
+        case .delivered(let missed), .announced(let missed):
             if missed > 0 {
                 core.missed.addSaturating(missed)
                 core.events.emit(.missed(count: missed))
