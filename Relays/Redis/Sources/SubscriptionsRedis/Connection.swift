@@ -80,6 +80,9 @@
             }
             append(["PING"])
             guard flush() else {
+                // A TLS server that refused the client's certificate may have said why before closing.
+                if ssl != nil && tlsFailure == nil { _ = receive { _ in } }
+                if let tlsFailure { throw .tlsFailed("TLS handshake with \(endpoint.host) failed: \(tlsFailure)") }
                 throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed at once")
             }
             while commands > 0 {
@@ -106,6 +109,9 @@
                         _ = bytes.withMemoryRebound(to: CChar.self) {
                             redisReaderFeed(reader, $0.baseAddress, $0.count)
                         }
+                    }
+                    if let tlsFailure {
+                        throw .tlsFailed("TLS handshake with \(endpoint.host) failed: \(tlsFailure)")
                     }
                     guard open, read > 0 else {
                         throw .unreachable(
@@ -228,7 +234,10 @@
                         count = send(fd, rest.baseAddress, rest.count, _sendFlags)
                         if count < 0 && errno == EINTR { continue }
                     }
-                    if count <= 0 { return false }
+                    if count <= 0 {
+                        if let ssl, SSL_get_error(ssl, Int32(count)) == SSL_ERROR_SSL { tlsFailure = _sslErrorText() }
+                        return false
+                    }
                     written += count
                 }
                 return true
@@ -247,11 +256,20 @@
                 if count < 0 && ssl == nil && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
                     return true
                 }
-                if count <= 0 { return false }
+                if count <= 0 {
+                    // A TLS alert from the server (TLS 1.3 refuses a missing client certificate only
+                    // after the client finished its handshake, on the first read): OpenSSL's reason.
+                    if let ssl, SSL_get_error(ssl, Int32(count)) == SSL_ERROR_SSL { tlsFailure = _sslErrorText() }
+                    return false
+                }
                 input.withUnsafeBytes { chunk(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             } while ssl.map { SSL_pending($0) > 0 } ?? false
             return true
         }
+
+        /// Why the last read failed, when TLS said why (an alert from the server, such as
+        /// `tlsv13 alert certificate required`).
+        private(set) var tlsFailure: String?
 
         /// Reads what the socket holds into hiredis's reader; see `receive`. With a `gate`, the bytes
         /// pass through it first (a bulk string over its limit never reaches hiredis), and a protocol

@@ -30,6 +30,13 @@
             /// The name the server's certificate must carry (and the SNI name sent); `nil` for the
             /// host of the URL. An IP address is checked against the certificate's IP entries.
             public var tlsServerName: String?
+            /// The client certificate (PEM; intermediate certificates after it) that a `rediss://`
+            /// connection presents when the server asks for one (Redis's `tls-auth-clients yes`, its
+            /// default); `nil` for none. Set it together with ``tlsKeyFile``. Both are read once, by the
+            /// initializer; an unreadable or mismatched pair throws ``RedisRelayError/tlsFailed(_:)``.
+            public var tlsCertificateFile: String?
+            /// The private key (PEM, not encrypted) of ``tlsCertificateFile``; `nil` for none.
+            public var tlsKeyFile: String?
             /// A secret shared by the relays that may talk to each other. When set, every message this
             /// relay publishes carries an HMAC-SHA256 of its channel and bytes, and messages that do not
             /// carry a valid one are rejected (counted in ``RedisRelay/rejectedMessages``). `nil` (the

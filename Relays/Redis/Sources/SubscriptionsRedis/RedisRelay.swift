@@ -155,7 +155,11 @@
             guard options.pingInterval > .zero, options.closeTimeout >= .zero else {
                 fatalError("RedisRelay: Options.pingInterval must be positive and Options.closeTimeout not negative")
             }
-            let tls = endpoint.tls ? try _TLSContext(caFile: options.tlsCAFile, serverName: options.tlsServerName) : nil
+            let tls =
+                endpoint.tls
+                ? try _TLSContext(
+                    caFile: options.tlsCAFile, serverName: options.tlsServerName,
+                    certificateFile: options.tlsCertificateFile, keyFile: options.tlsKeyFile) : nil
             var publishing: _Connection?
             var subscribing: _Connection?
             do {
