@@ -83,8 +83,11 @@
         ///   - caFile: The CA certificates (PEM) the server's certificate must chain to; `nil`: the
         ///     system's.
         ///   - serverName: The name the server's certificate must carry; `nil`: the URL's host.
-        ///   - certificateFile, keyFile: The client certificate (PEM, its chain after it) and its
-        ///     private key (PEM, unencrypted), sent to a server that asks for one; both or neither.
+        ///   - certificateFile: The client certificate (PEM, its chain after it), sent to a server that
+        ///     asks for one; set with `keyFile` or not at all.
+        ///   - keyFile: The client certificate's private key (PEM, not encrypted).
+        /// - Throws: ``RedisRelayError/tlsFailed(_:)`` when a file cannot be loaded, the key does not
+        ///   match the certificate, or only one of the two is given.
         init(
             caFile: String?, serverName: String?, certificateFile: String? = nil, keyFile: String? = nil
         ) throws(RedisRelayError) {
