@@ -67,6 +67,9 @@ let quick = arguments.contains("--quick")
 let signs = arguments.contains("--sign")
 let signingKey: [UInt8]? = signs ? Array("RelayBenchmarks signing key, 32+".utf8) : nil
 let target = signs ? 0.35 : 0.5
+// `--history N`: both relays in history mode (Options.historyLength = N), compared with
+// redis-benchmark's `XADD key MAXLEN ~ N * m <message>` instead of PUBLISH (the same target).
+let historyLength = option("--history").flatMap(Int.init) ?? 0
 
 // MARK: Receiving process
 
@@ -111,9 +114,10 @@ if arguments.contains("--receive") {
     let center = PostCenter()
     let relay: RedisRelay
     do {
+        var options = RedisRelay.Options(signingKey: signingKey)
+        options.historyLength = historyLength
         relay = try RedisRelay(
-            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix,
-            options: .init(signingKey: signingKey))
+            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
     } catch {
         fail("\(error)")
     }
@@ -148,6 +152,7 @@ options.pipelineDepth = pipeline
 options.maxQueuedPosts = 10_000_000
 options.maxQueuedBytes = 1 << 30
 options.signingKey = signingKey
+options.historyLength = historyLength
 let relay: RedisRelay
 do {
     relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
@@ -160,7 +165,8 @@ guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("sender: not conne
 let child = Process()
 child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
 if let path = Bundle.main.executablePath { child.executableURL = URL(fileURLWithPath: path) }
-child.arguments = ["--receive", "--port", "\(port)", "--prefix", prefix] + (signs ? ["--sign"] : [])
+child.arguments =
+    ["--receive", "--port", "\(port)", "--prefix", prefix, "--history", "\(historyLength)"] + (signs ? ["--sign"] : [])
 let childOutput = Pipe()
 child.standardOutput = childOutput
 let childInput = Pipe()  // never written: closes when this process ends, which ends the child
@@ -294,18 +300,23 @@ func redisBenchmark(count: Int, size: Int, subscriber: Bool) -> Double {
     }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [
-        ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
-        "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv", "PUBLISH", channel,
-        String(repeating: "x", count: size),
-    ]
+    let payload = String(repeating: "x", count: size)
+    // History mode: what the relay's publisher sends instead (a stream nobody reads: an upper bound).
+    let command =
+        historyLength > 0
+        ? ["XADD", channel, "MAXLEN", "~", "\(historyLength)", "*", "m", payload] : ["PUBLISH", channel, payload]
+    process.arguments =
+        [
+            ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
+            "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv",
+        ] + command
     let output = Pipe()
     process.standardOutput = output
     do { try process.run() } catch { fail("cannot run redis-benchmark: \(error)") }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     let text = String(decoding: data, as: UTF8.self)
-    for line in text.split(separator: "\n") where line.hasPrefix("\"PUBLISH") {
+    for line in text.split(separator: "\n") where line.hasPrefix("\"\(command[0])") {
         let columns = line.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
         if columns.count > 1, let rate = Double(columns[1]) { return rate }
     }
@@ -370,7 +381,7 @@ let redisRate = median(redisRates)
 func rate(_ value: Double) -> String { String(format: "%9.0f", value) }
 say(
     "RelayBenchmarks (\(quick ? "quick" : "full"), medians of \(repetitions); pipelining \(pipeline), ~\(messageSize)-byte messages"
-        + (signs ? ", signed)" : ")")
+        + (signs ? ", signed" : "") + (historyLength > 0 ? ", history \(historyLength): XADD)" : ")")
 )
 let subscribedRate = median(subscribedRates)
 say("  relay, process to process:     \(rate(relayRate)) posts/s   (runs: \(relayRates.map { Int($0) }))")
@@ -419,4 +430,9 @@ for kind in ["typed", "plain"] {
             kind, sender, receiver))
 }
 say("  dropped \(relay.droppedPosts), rejected \(relay.rejectedMessages)")
+if historyLength > 0 {
+    // The streams this run filled stay on the server otherwise.
+    let names = ["bench.tick", "bench.done", "bench.flag", "redis-benchmark", "redis-benchmark-subscribed"]
+    _ = redisCLI(["del"] + names.map { prefix + $0 })
+}
 withExtendedLifetime(tokens) {}
