@@ -21,11 +21,15 @@
     /// ## Delivery
     /// - **At most once.** Redis pub/sub keeps nothing: a message published while a relay is
     ///   disconnected, or before its subscription is confirmed (see ``waitUntilReady(timeout:)``),
-    ///   is lost for that relay. Use a queue or a stream where every message matters.
+    ///   is lost for that relay. With ``Options/historyLength`` > 0 (history mode) messages go through
+    ///   a capped Redis stream per name instead, and a relay that was away reads on from where it
+    ///   stopped: what it missed is delivered once, in order (``recoveredPosts``,
+    ///   ``Event/recovered(count:)``); only posts older than the history are lost.
     /// - **No silent loss.** Each relay numbers the posts it publishes on each channel; a receiving
     ///   relay that sees a gap in another relay's numbers counts the lost posts in ``missedPosts``
     ///   and sends ``Event/missed(count:)`` (for instance after the server disconnected it for
-    ///   falling behind). A loss shows when that relay's next message arrives.
+    ///   falling behind). A loss shows when that relay's next message arrives, or within two
+    ///   ``Options/pingInterval``s when it went quiet (it announces its next number on quiet names).
     /// - **Order.** Posts of one relay reach another relay in the order they were posted on one thread,
     ///   also across reconnections: a message that a reconnection overtook is skipped (its posts
     ///   were counted missed).
