@@ -168,12 +168,13 @@
             recoveredPosts = overflow ? .max : sum
         }
 
-        /// A read returned `entries[channel]` entries for each channel (absent: none), asking for at
-        /// most `limit` per channel: a channel that got fewer has read its whole history, so its
-        /// catch-up is over. Returns the posts recovered once every channel's catch-up is over (and
-        /// resets the count), else `nil`.
-        mutating func readFinished(entries: [String: Int], limit: Int) -> Int? {
-            for (channel, cursor) in cursors where cursor.catchUpTo != nil && entries[channel, default: 0] < limit {
+        /// A read of the channels `read` (`nil`: all) returned `entries[channel]` entries for each
+        /// (absent: none), asking for at most `limit` per channel: a channel read that got fewer has
+        /// read its whole history, so its catch-up is over. Returns the posts recovered once every
+        /// channel's catch-up is over (and resets the count), else `nil`.
+        mutating func readFinished(entries: [String: Int], limit: Int, read: Set<String>? = nil) -> Int? {
+            for (channel, cursor) in cursors
+            where cursor.catchUpTo != nil && read?.contains(channel) ?? true && entries[channel, default: 0] < limit {
                 cursors[channel]?.catchUpTo = nil
             }
             guard catchingUp, !cursors.values.contains(where: { $0.catchUpTo != nil }) else { return nil }

@@ -27,6 +27,8 @@
         // When an answer became due, or the last one came.
         var lastHeard = ContinuousClock.now
         var refusedUntil: ContinuousClock.Instant?
+        // Which window of names the next read covers, when there are more than `maxStreams`.
+        var window = 0
         connection.gate = _LengthGate(limit: core.options.maximumMessageBytes)
         while !core.stopping.load(ordering: .acquiring) {
             var now = ContinuousClock.now
@@ -49,18 +51,26 @@
                         ])
                         owed.append(.tip(channel))
                     }
-                } else if let positions = cursors.readPositions {
+                } else if let all = cursors.readPositions {
+                    // More names than one reply may carry: a window of them per read, in turn, each
+                    // read waiting only briefly so that the others are not held up.
+                    let windows = (all.count + _HistoryReading.maxStreams - 1) / _HistoryReading.maxStreams
+                    let first = (window % windows) * _HistoryReading.maxStreams
+                    let positions = all[first..<min(all.count, first + _HistoryReading.maxStreams)]
                     let pending = core.deliveries.withLock(\.pending)
-                    count = _HistoryReading.count(pending: pending, limit: core.options.maxPendingPosts)
+                    count = _HistoryReading.count(
+                        pending: pending, limit: core.options.maxPendingPosts, streams: positions.count,
+                        messageBytes: core.options.maximumMessageBytes)
                     guard count > 0 else { break reading }
+                    window += 1
                     var command: [[UInt8]] = [
                         Array("XREAD".utf8), Array("COUNT".utf8), Array("\(count)".utf8),
-                        Array("BLOCK".utf8), Array("\(block)".utf8), Array("STREAMS".utf8),
+                        Array("BLOCK".utf8), Array("\(windows > 1 ? 10 : block)".utf8), Array("STREAMS".utf8),
                     ]
                     command += positions.map { Array($0.channel.utf8) }
                     command += positions.map { Array($0.after.description.utf8) }
                     connection.append(command)
-                    owed.append(.read(count: count))
+                    owed.append(.read(count: count, channels: Set(positions.map(\.channel))))
                 }
                 if !owed.isEmpty {
                     lastHeard = now
@@ -114,8 +124,8 @@
                 case .tip(let channel):
                     cursors.tip(channel, last: _newestID(reply, connection))
                     _confirm(core, cursors)
-                case .read(let count):
-                    guard _read(core, reply, count: count, connection, &cursors) else {
+                case .read(let count, let channels):
+                    guard _read(core, reply, count: count, channels: channels, connection, &cursors) else {
                         return "the server's reply is malformed"
                     }
                 }
@@ -129,21 +139,33 @@
         /// What the subscriber connection is owed an answer for.
         enum Owed {
             case tip(String)
-            /// An `XREAD` of at most `count` entries per channel.
-            case read(count: Int)
+            /// An `XREAD` of at most `count` entries for each of `channels`.
+            case read(count: Int, channels: Set<String>)
             case ping
         }
 
         /// The most entries an `XREAD` asks for per channel (each entry is a message: up to 64 posts).
         static let maxCount = 256
+        /// The most channels one `XREAD` reads (its reply is an array of one element per channel,
+        /// within `_LengthGate.maxElements`).
+        static let maxStreams = 1000
+        /// About the most bytes of messages one `XREAD` reply may hold, counting each entry as
+        /// `maximumMessageBytes` (the whole reply is in memory before it is handled).
+        static let replyBytes = 64 << 20
 
-        /// How many entries per channel the next `XREAD` asks for while `pending` received posts wait
-        /// for handlers that take at most `limit` (`Options.maxPendingPosts`): as many as surely fit,
-        /// counting 64 posts an entry, or one when nothing waits, else none (the history keeps the
-        /// rest: slow handlers hold reading back instead of making the relay drop posts).
-        static func count(pending: Int, limit: Int) -> Int {
-            let room = limit - pending
-            if room >= _Wire.batchMaxPosts { return min(maxCount, room / _Wire.batchMaxPosts) }
+        /// How many entries per channel the next `XREAD` of `streams` channels asks for while
+        /// `pending` received posts wait for handlers that take at most `limit`
+        /// (`Options.maxPendingPosts`): as many as surely fit, counting 64 posts an entry, and within
+        /// `replyBytes` counting `messageBytes` an entry; or one when nothing waits, else none (the
+        /// history keeps the rest: slow handlers hold reading back instead of making the relay drop
+        /// posts).
+        static func count(pending: Int, limit: Int, streams: Int = 1, messageBytes: Int = 0) -> Int {
+            let streams = max(1, streams)
+            let perRound = messageBytes.multipliedReportingOverflow(by: streams)
+            let byBytes =
+                messageBytes <= 0 ? maxCount : perRound.overflow ? 1 : max(1, replyBytes / perRound.partialValue)
+            let perStream = (limit - pending) / (_Wire.batchMaxPosts * streams)
+            if perStream >= 1 { return min(maxCount, perStream, byBytes) }
             return pending == 0 ? 1 : 0
         }
 
@@ -194,7 +216,8 @@
     /// numbers, delivery), caught-up ones count as recovered. `false` when the reply does not have
     /// the shape Redis gives it.
     private func _read(
-        _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, count: Int, _ connection: _Connection,
+        _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, count: Int, channels: Set<String>,
+        _ connection: _Connection,
         _ cursors: inout _HistoryCursors
     ) -> Bool {
         var counts: [String: Int] = [:]
@@ -215,7 +238,7 @@
         } else if reply.pointee.type != REDIS_REPLY_NIL {
             return false
         }
-        if let recovered = cursors.readFinished(entries: counts, limit: count), recovered > 0 {
+        if let recovered = cursors.readFinished(entries: counts, limit: count, read: channels), recovered > 0 {
             core.recovered.addSaturating(recovered)
             core.events.emit(.recovered(count: recovered))
         }

@@ -70,6 +70,23 @@ struct HistoryCursorsTests {
         #expect(cursors.readFinished(entries: [:], limit: 2) == nil)
     }
 
+    @Test func aReadOfSomeChannelsEndsOnlyTheirCatchUp() {
+        var cursors = _HistoryCursors()
+        cursors.sync(wanted: ["a", "b"])
+        cursors.tip("a", last: id("1-0"))
+        cursors.tip("b", last: id("1-0"))
+        cursors.connectionLost()
+        cursors.tip("a", last: id("5-0"))
+        cursors.tip("b", last: id("5-0"))
+        // A read of a alone (a window of the names): b, not read, is still catching up.
+        #expect(cursors.entry("a", id: id("5-0")) == .caughtUp)
+        cursors.recovered(posts: 1)
+        #expect(cursors.readFinished(entries: ["a": 1], limit: 10, read: ["a"]) == nil)
+        #expect(cursors.entry("b", id: id("5-0")) == .caughtUp)
+        cursors.recovered(posts: 1)
+        #expect(cursors.readFinished(entries: ["b": 1], limit: 10, read: ["b"]) == 2)
+    }
+
     @Test func aTrimmedCatchUpEndsWithTheFirstShortRead() {
         var cursors = _HistoryCursors()
         cursors.sync(wanted: ["a"])
@@ -129,6 +146,11 @@ struct HistoryCursorsTests {
         #expect(_HistoryReading.count(pending: 0, limit: 640) == 10)
         #expect(_HistoryReading.count(pending: 0, limit: 1) == 1)
         #expect(_HistoryReading.count(pending: 1, limit: 64) == 0)
+        // Several channels share the room; big messages bound the reply's size.
+        #expect(_HistoryReading.count(pending: 0, limit: 6400, streams: 10) == 10)
+        #expect(_HistoryReading.count(pending: 0, limit: 100_000, messageBytes: 1 << 20) == 64)
+        #expect(_HistoryReading.count(pending: 0, limit: 100_000, streams: 1000, messageBytes: 1 << 20) == 1)
+        #expect(_HistoryReading.count(pending: 0, limit: 100_000, streams: 2, messageBytes: .max) == 1)
         #expect(_HistoryReading.block(.seconds(5)) == 250)
         #expect(_HistoryReading.block(.milliseconds(150)) == 75)
         #expect(_HistoryReading.block(.microseconds(10)) == 1)

@@ -278,3 +278,34 @@ struct RecoveryTests {
         withExtendedLifetime(token) {}
     }
 }
+
+@Suite("History mode with more names than one read carries")
+struct ManyNamesHistoryTests {
+    @Test func moreThanAThousandNamesAreReadInWindowsAndNoneIsLeftOut() throws {
+        let port = RedisServer.shared
+        let prefix = uniquePrefix()
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, host: "127.0.0.1", port: port, channelPrefix: prefix, options: historyOptions())
+        let relayB = try RedisRelay(
+            center: b, host: "127.0.0.1", port: port, channelPrefix: prefix, options: historyOptions())
+        let names = (0..<(_HistoryReading.maxStreams + 200)).map { "name\($0)" }
+        let received = Collector<String>()
+        var tokens: [Subscription] = []
+        for name in names {
+            tokens.append(relayA.relay(name))
+            tokens.append(relayB.relay(name))
+            tokens.append(b.subscribe(name) { received.append("\(name) \($0.flag)") })
+        }
+        #expect(relayA.waitUntilReady(timeout: .seconds(20)) && relayB.waitUntilReady(timeout: .seconds(20)))
+        let chosen = [names[0], names[999], names[1000], names[names.count - 1]]
+        for name in chosen { a.post(name, flag: "hello") }
+        #expect(eventually { received.count >= chosen.count })
+        #expect(Set(received.values) == Set(chosen.map { "\($0) hello" }))
+        #expect(relayB.missedPosts == 0 && relayB.rejectedMessages == 0)
+        // The streams of this test, so that the shared server does not keep 1,200 of them.
+        for name in chosen { try redisCommand("redis://127.0.0.1:\(port)", ["DEL", prefix + name]) }
+        withExtendedLifetime(tokens) {}
+    }
+}
