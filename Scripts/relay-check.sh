@@ -3,7 +3,8 @@
 # libhiredis-dev, libssl-dev and openssl when missing (Debian/Ubuntu, non-interactive), starts a redis-server on a free
 # 127.0.0.1 port (no persistence, not daemonized, killed on exit), then lints the package, builds it
 # with warnings as errors, runs its tests, fuzzes its receive path with a million frames, and runs
-# its benchmark in quick mode beside redis-benchmark.
+# its benchmark in quick mode beside redis-benchmark (pub/sub, signed, and history mode). The tests
+# of restarts with appendonly start servers of their own (RecoveryTests).
 # About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling).
 #
 #   Scripts/relay-check.sh            # everything
@@ -113,6 +114,8 @@ if [ "${1:-}" != "--no-bench" ]; then
     "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick
     step "RelayBenchmarks with signing (Options.signingKey), quick"
     "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick --sign
+    step "RelayBenchmarks in history mode (Options.historyLength 10,000) beside redis-benchmark's XADD, quick"
+    "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick --history 10000
 fi
 
 step "relay check passed"

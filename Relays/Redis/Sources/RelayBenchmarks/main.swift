@@ -70,11 +70,14 @@ let target = signs ? 0.35 : 0.5
 // `--history N`: both relays in history mode (Options.historyLength = N), compared with
 // redis-benchmark's `XADD key MAXLEN ~ N * m <message>` instead of PUBLISH (the same target).
 let historyLength = option("--history").flatMap(Int.init) ?? 0
+let benchmarkCommand = historyLength > 0 ? "XADD" : "PUBLISH"
 
 // MARK: Receiving process
 
 /// Collects ticks until a `bench.done` post arrives (sent after the last tick on the same
-/// connection), then prints what it received.
+/// connection), then prints what it received. In history mode each name is a stream of its own, so
+/// `bench.done` (its flag `phase/count`) may overtake the last ticks: the report then waits for
+/// `count` posts.
 final class Receiver: @unchecked Sendable {
     // @unchecked: every member is touched only on the relay's subscriber thread (immediate
     // handlers of received posts).
@@ -82,6 +85,8 @@ final class Receiver: @unchecked Sendable {
     var lastReceipt: UInt64 = 0
     var latencies: [UInt64] = []
     var inOrder = true
+    /// History mode: the phase whose `bench.done` came before its last posts, and their count.
+    var awaited: (phase: String, count: Int)?
 
     func take(_ tick: Tick) {
         let at = now()
@@ -89,6 +94,7 @@ final class Receiver: @unchecked Sendable {
         received += 1
         lastReceipt = at
         latencies.append(at &- tick.sent)
+        reportIfAwaited()
     }
 
     /// A plain post whose flag is its sequence number: no payload codec either way.
@@ -97,6 +103,25 @@ final class Receiver: @unchecked Sendable {
         if Int(flag) != received { inOrder = false }
         received += 1
         lastReceipt = at
+        reportIfAwaited()
+    }
+
+    private func reportIfAwaited() {
+        guard let awaited, received >= awaited.count else { return }
+        self.awaited = nil
+        report(awaited.phase)
+    }
+
+    /// `flag` is `phase/count`: reports now, or (history mode) once `count` posts arrived.
+    func done(_ flag: String) {
+        let parts = flag.split(separator: "/")
+        let phase = String(parts.first ?? "")
+        let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+        if historyLength > 0 && received < count {
+            awaited = (phase, count)
+        } else {
+            report(phase)
+        }
     }
 
     func report(_ phase: String) {
@@ -128,7 +153,7 @@ if arguments.contains("--receive") {
         center.subscribe(.tick) { receiver.take($0) },
         center.subscribe("bench.flag") { receiver.take(flag: $0.flag) },
         center.subscribe("bench.done") { post in
-            if post.flag == "exit" { finished.signal() } else { receiver.report(post.flag) }
+            if post.flag == "exit" { finished.signal() } else { receiver.done(post.flag) }
         },
     ]
     guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
@@ -199,7 +224,7 @@ func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped:
     while relay.publishedPosts + relay.droppedPosts - before.published - before.dropped < posted {
         Thread.sleep(forTimeInterval: 0.0005)
     }
-    center.post("bench.done", flag: phase)
+    center.post("bench.done", flag: "\(phase)/\(posted)")
     let line = nextLine()
     let received = Int(field(line, "received"))
     if received != posted || !line.contains("inOrder=true") {
@@ -387,9 +412,9 @@ let subscribedRate = median(subscribedRates)
 say("  relay, process to process:     \(rate(relayRate)) posts/s   (runs: \(relayRates.map { Int($0) }))")
 say("  posting loop alone (sender):   \(rate(median(postingRates))) posts/s")
 say("  relay, plain name:             \(rate(median(plainRates))) posts/s   (runs: \(plainRates.map { Int($0) }))")
-say("  redis-benchmark PUBLISH, no subscriber (server counts nobody; an upper bound):")
+say("  redis-benchmark \(benchmarkCommand), no subscriber (server counts nobody; an upper bound):")
 say("                                 \(rate(redisRate)) req/s     (runs: \(redisRates.map { Int($0) }))")
-say("  redis-benchmark PUBLISH, one redis-cli subscriber (like the relay's receiving process):")
+say("  redis-benchmark \(benchmarkCommand), one redis-cli subscriber (like the relay's receiving process):")
 say("                                 \(rate(subscribedRate)) req/s     (runs: \(subscribedRates.map { Int($0) }))")
 say(
     String(

@@ -69,7 +69,9 @@
             /// to the stream `<channelPrefix><name>` (`XADD … MAXLEN ~ N`: at least about `N` messages
             /// kept, each of 1 to 64 posts) instead of publishing it, and reads the streams of the names
             /// it relays from where it stopped; posts older than the history are still counted missed.
-            /// Relays of one prefix must agree on whether it is zero. Must not be negative.
+            /// Order per sender holds within each name (across names it is not guaranteed: each name is
+            /// a stream of its own). Relays of one prefix must agree on whether it is zero. Must not be
+            /// negative.
             public var historyLength = 0
 
             /// The defaults.

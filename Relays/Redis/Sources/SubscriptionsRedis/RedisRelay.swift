@@ -32,7 +32,7 @@
     ///   ``Options/pingInterval``s when it went quiet (it announces its next number on quiet names).
     /// - **Order.** Posts of one relay reach another relay in the order they were posted on one thread,
     ///   also across reconnections: a message that a reconnection overtook is skipped (its posts
-    ///   were counted missed).
+    ///   were counted missed). In history mode, within each name only.
     /// - **No echo.** A relay skips the messages it published itself (an origin id per relay), and
     ///   never publishes a post that it received from Redis, so processes cannot bounce a message back
     ///   and forth. A post made *inside* a handler of such a received message, on the same name and
