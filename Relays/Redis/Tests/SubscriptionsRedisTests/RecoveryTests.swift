@@ -279,6 +279,48 @@ struct RecoveryTests {
     }
 }
 
+@Suite("History mode: refusals after start")
+struct HistoryRefusalTests {
+    @Test func anXREADRefusedAfterStartIsAnEventAndIsRetriedUntilAllowed() async throws {
+        let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
+        let admin = "redis://:hunter2@127.0.0.1:\(server.port)"
+        let prefix = uniquePrefix()
+        try redisCommand(
+            admin,
+            [
+                "ACL", "SETUSER", "app", "on", ">pass", "resetkeys", "~\(prefix)*", "+xadd", "+xread", "+xrevrange",
+                "+ping",
+            ])
+        var options = historyOptions()
+        options.pingInterval = .milliseconds(200)
+        let url = "redis://app:pass@127.0.0.1:\(server.port)"
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(center: a, url: url, channelPrefix: prefix, options: options)
+        let relayB = try RedisRelay(center: b, url: url, channelPrefix: prefix, options: options)
+        var events = EventReader(relayB)
+        #expect(await events.next() == .connected)
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+
+        try redisCommand(admin, ["ACL", "SETUSER", "app", "-xread"])
+        guard case .permissionDenied(let text) = await events.next() else {
+            Issue.record("no permissionDenied event")
+            return
+        }
+        #expect(text.hasPrefix("NOPERM"), "\(text)")
+        for seq in 0..<20 { a.post(.chat, Message(seq: seq, text: "while refused")) }
+        #expect(eventually { relayA.publishedPosts == 20 })
+        // Allowed again: the next try reads on from where B stopped, nothing lost.
+        try redisCommand(admin, ["ACL", "SETUSER", "app", "+xread"])
+        #expect(eventually { received.count >= 20 })
+        #expect(received.values == Array(0..<20))
+        #expect(relayB.missedPosts == 0)
+        withExtendedLifetime(tokens) {}
+    }
+}
+
 @Suite("History mode with more names than one read carries")
 struct ManyNamesHistoryTests {
     @Test func moreThanAThousandNamesAreReadInWindowsAndNoneIsLeftOut() throws {
