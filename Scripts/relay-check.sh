@@ -4,9 +4,10 @@
 # 127.0.0.1 port (no persistence, not daemonized, killed on exit), then lints the package, builds it
 # with warnings as errors, runs its tests, then its cluster and Sentinel tests against topologies
 # of their own (Scripts/relay-topology-tests.sh, about 20 s of it), fuzzes its receive path with a
-# million frames, and runs its benchmark in quick mode beside redis-benchmark.
-# About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling); 153 s with
-# --no-bench and the builds done (6 December 2026, 2 shared cores).
+# million frames, and runs its benchmark in quick mode beside redis-benchmark (pub/sub, signed,
+# and history mode). The tests of restarts with appendonly start servers of their own
+# (RecoveryTests). About 3 to 5 minutes on 2 cores from a clean checkout (most of it compiling);
+# 153 s with --no-bench and the builds done (6 December 2026, 2 shared cores).
 #
 #   Scripts/relay-check.sh            # everything
 #   Scripts/relay-check.sh --no-bench # skip the benchmark
@@ -120,6 +121,8 @@ if [ "${1:-}" != "--no-bench" ]; then
     "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick
     step "RelayBenchmarks with signing (Options.signingKey), quick"
     "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick --sign
+    step "RelayBenchmarks in history mode (Options.historyLength 10,000) beside redis-benchmark's XADD, quick"
+    "$(swift build -c release --show-bin-path)/RelayBenchmarks" --port "$port" --quick --history 10000
 fi
 
 step "relay check passed"

@@ -69,13 +69,19 @@ let quick = arguments.contains("--quick")
 let signs = arguments.contains("--sign")
 let signingKey: [UInt8]? = signs ? Array("RelayBenchmarks signing key, 32+".utf8) : nil
 let target = signs ? 0.35 : 0.5
+// `--history N`: both relays in history mode (Options.historyLength = N), compared with
+// redis-benchmark's `XADD key MAXLEN ~ N * m <message>` instead of PUBLISH (the same target).
+let historyLength = option("--history").flatMap(Int.init) ?? 0
+let benchmarkCommand = historyLength > 0 ? "XADD" : "PUBLISH"
 
 if arguments.contains("--cluster-throughput") { clusterThroughput(port: port, quick: quick) }
 
 // MARK: Receiving process
 
 /// Collects ticks until a `bench.done` post arrives (sent after the last tick on the same
-/// connection), then prints what it received.
+/// connection), then prints what it received. In history mode each name is a stream of its own, so
+/// `bench.done` (its flag `phase/count`) may overtake the last ticks: the report then waits for
+/// `count` posts.
 final class Receiver: @unchecked Sendable {
     // @unchecked: every member is touched only on the relay's subscriber thread (immediate
     // handlers of received posts).
@@ -83,6 +89,8 @@ final class Receiver: @unchecked Sendable {
     var lastReceipt: UInt64 = 0
     var latencies: [UInt64] = []
     var inOrder = true
+    /// History mode: the phase whose `bench.done` came before its last posts, and their count.
+    var awaited: (phase: String, count: Int)?
 
     func take(_ tick: Tick) {
         let at = now()
@@ -90,6 +98,7 @@ final class Receiver: @unchecked Sendable {
         received += 1
         lastReceipt = at
         latencies.append(at &- tick.sent)
+        reportIfAwaited()
     }
 
     /// A plain post whose flag is its sequence number: no payload codec either way.
@@ -98,6 +107,25 @@ final class Receiver: @unchecked Sendable {
         if Int(flag) != received { inOrder = false }
         received += 1
         lastReceipt = at
+        reportIfAwaited()
+    }
+
+    private func reportIfAwaited() {
+        guard let awaited, received >= awaited.count else { return }
+        self.awaited = nil
+        report(awaited.phase)
+    }
+
+    /// `flag` is `phase/count`: reports now, or (history mode) once `count` posts arrived.
+    func done(_ flag: String) {
+        let parts = flag.split(separator: "/")
+        let phase = String(parts.first ?? "")
+        let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+        if historyLength > 0 && received < count {
+            awaited = (phase, count)
+        } else {
+            report(phase)
+        }
     }
 
     func report(_ phase: String) {
@@ -115,9 +143,10 @@ if arguments.contains("--receive") {
     let center = PostCenter()
     let relay: RedisRelay
     do {
+        var options = RedisRelay.Options(signingKey: signingKey)
+        options.historyLength = historyLength
         relay = try RedisRelay(
-            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix,
-            options: .init(signingKey: signingKey))
+            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
     } catch {
         fail("\(error)")
     }
@@ -128,7 +157,7 @@ if arguments.contains("--receive") {
         center.subscribe(.tick) { receiver.take($0) },
         center.subscribe("bench.flag") { receiver.take(flag: $0.flag) },
         center.subscribe("bench.done") { post in
-            if post.flag == "exit" { finished.signal() } else { receiver.report(post.flag) }
+            if post.flag == "exit" { finished.signal() } else { receiver.done(post.flag) }
         },
     ]
     guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
@@ -152,6 +181,7 @@ options.pipelineDepth = pipeline
 options.maxQueuedPosts = 10_000_000
 options.maxQueuedBytes = 1 << 30
 options.signingKey = signingKey
+options.historyLength = historyLength
 let relay: RedisRelay
 do {
     relay = try RedisRelay(center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
@@ -164,7 +194,8 @@ guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("sender: not conne
 let child = Process()
 child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
 if let path = Bundle.main.executablePath { child.executableURL = URL(fileURLWithPath: path) }
-child.arguments = ["--receive", "--port", "\(port)", "--prefix", prefix] + (signs ? ["--sign"] : [])
+child.arguments =
+    ["--receive", "--port", "\(port)", "--prefix", prefix, "--history", "\(historyLength)"] + (signs ? ["--sign"] : [])
 let childOutput = Pipe()
 child.standardOutput = childOutput
 let childInput = Pipe()  // never written: closes when this process ends, which ends the child
@@ -197,7 +228,7 @@ func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped:
     while relay.publishedPosts + relay.droppedPosts - before.published - before.dropped < posted {
         Thread.sleep(forTimeInterval: 0.0005)
     }
-    center.post("bench.done", flag: phase)
+    center.post("bench.done", flag: "\(phase)/\(posted)")
     let line = nextLine()
     let received = Int(field(line, "received"))
     if received != posted || !line.contains("inOrder=true") {
@@ -298,18 +329,23 @@ func redisBenchmark(count: Int, size: Int, subscriber: Bool) -> Double {
     }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [
-        ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
-        "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv", "PUBLISH", channel,
-        String(repeating: "x", count: size),
-    ]
+    let payload = String(repeating: "x", count: size)
+    // History mode: what the relay's publisher sends instead (a stream nobody reads: an upper bound).
+    let command =
+        historyLength > 0
+        ? ["XADD", channel, "MAXLEN", "~", "\(historyLength)", "*", "m", payload] : ["PUBLISH", channel, payload]
+    process.arguments =
+        [
+            ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
+            "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv",
+        ] + command
     let output = Pipe()
     process.standardOutput = output
     do { try process.run() } catch { fail("cannot run redis-benchmark: \(error)") }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     let text = String(decoding: data, as: UTF8.self)
-    for line in text.split(separator: "\n") where line.hasPrefix("\"PUBLISH") {
+    for line in text.split(separator: "\n") where line.hasPrefix("\"\(command[0])") {
         let columns = line.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
         if columns.count > 1, let rate = Double(columns[1]) { return rate }
     }
@@ -374,15 +410,15 @@ let redisRate = median(redisRates)
 func rate(_ value: Double) -> String { String(format: "%9.0f", value) }
 say(
     "RelayBenchmarks (\(quick ? "quick" : "full"), medians of \(repetitions); pipelining \(pipeline), ~\(messageSize)-byte messages"
-        + (signs ? ", signed)" : ")")
+        + (signs ? ", signed" : "") + (historyLength > 0 ? ", history \(historyLength): XADD)" : ")")
 )
 let subscribedRate = median(subscribedRates)
 say("  relay, process to process:     \(rate(relayRate)) posts/s   (runs: \(relayRates.map { Int($0) }))")
 say("  posting loop alone (sender):   \(rate(median(postingRates))) posts/s")
 say("  relay, plain name:             \(rate(median(plainRates))) posts/s   (runs: \(plainRates.map { Int($0) }))")
-say("  redis-benchmark PUBLISH, no subscriber (server counts nobody; an upper bound):")
+say("  redis-benchmark \(benchmarkCommand), no subscriber (server counts nobody; an upper bound):")
 say("                                 \(rate(redisRate)) req/s     (runs: \(redisRates.map { Int($0) }))")
-say("  redis-benchmark PUBLISH, one redis-cli subscriber (like the relay's receiving process):")
+say("  redis-benchmark \(benchmarkCommand), one redis-cli subscriber (like the relay's receiving process):")
 say("                                 \(rate(subscribedRate)) req/s     (runs: \(subscribedRates.map { Int($0) }))")
 say(
     String(
@@ -423,4 +459,9 @@ for kind in ["typed", "plain"] {
             kind, sender, receiver))
 }
 say("  dropped \(relay.droppedPosts), rejected \(relay.rejectedMessages)")
+if historyLength > 0 {
+    // The streams this run filled stay on the server otherwise.
+    let names = ["bench.tick", "bench.done", "bench.flag", "redis-benchmark", "redis-benchmark-subscribed"]
+    _ = redisCLI(["del"] + names.map { prefix + $0 })
+}
 withExtendedLifetime(tokens) {}

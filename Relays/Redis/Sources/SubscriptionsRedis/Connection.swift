@@ -80,6 +80,9 @@
             }
             append(["PING"])
             guard flush() else {
+                // A TLS server that refused the client's certificate may have said why before closing.
+                if ssl != nil && tlsFailure == nil { _ = receive { _ in } }
+                if let tlsFailure { throw .tlsFailed("TLS handshake with \(endpoint.host) failed: \(tlsFailure)") }
                 throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed at once")
             }
             while commands > 0 {
@@ -109,6 +112,9 @@
                         _ = bytes.withMemoryRebound(to: CChar.self) {
                             redisReaderFeed(reader, $0.baseAddress, $0.count)
                         }
+                    }
+                    if let tlsFailure {
+                        throw .tlsFailed("TLS handshake with \(endpoint.host) failed: \(tlsFailure)")
                     }
                     guard open, read > 0 else {
                         throw .unreachable(
@@ -187,19 +193,30 @@
         /// post's own message; more: a batch message of that many posts of one channel, see `_Wire`).
         /// `sequence(channel, posts)` numbers each message (the first post's number), and `signer`,
         /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
-        /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead.
+        /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead. With
+        /// `historyLength > 0` each is an `XADD channel MAXLEN ~ historyLength * m message` instead
+        /// (history mode; a cluster in history mode is not supported yet, see `_TopologyState`).
         func appendPublishes(
-            _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false,
+            _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false, historyLength: Int = 0,
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
+            let cap = Array("\(historyLength)".utf8)
             let signature = signer == nil ? 0 : _Wire.signatureLength
             var start = batch.startIndex
             for count in counts {
                 let channel = batch[start].channel
-                output.append(contentsOf: sharded ? Self.shardedPublishPrefix : Self.publishPrefix)
+                output.append(
+                    contentsOf: historyLength > 0
+                        ? Self.xaddPrefix : sharded ? Self.shardedPublishPrefix : Self.publishPrefix)
                 _appendLength(channel.count, to: &output)
                 output.append(contentsOf: channel)
                 output.append(contentsOf: [13, 10])
+                if historyLength > 0 {
+                    output.append(contentsOf: Self.xaddMaxLength)
+                    _appendLength(cap.count, to: &output)
+                    output.append(contentsOf: cap)
+                    output.append(contentsOf: Self.xaddField)
+                }
                 let posts = batch[start..<(start + count)]
                 let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
                 _appendLength(length + signature, to: &output)
@@ -218,6 +235,10 @@
 
         private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
         private static let shardedPublishPrefix = Array("*3\r\n$8\r\nSPUBLISH\r\n".utf8)
+        /// `XADD key MAXLEN ~ n * m message`, around the key and `n`.
+        private static let xaddPrefix = Array("*8\r\n$4\r\nXADD\r\n".utf8)
+        private static let xaddMaxLength = Array("$6\r\nMAXLEN\r\n$1\r\n~\r\n".utf8)
+        private static let xaddField = Array("\r\n$1\r\n*\r\n$1\r\nm\r\n".utf8)
 
         /// Appends `PUBLISH channel message` to the output buffer (the message as it is).
         func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
@@ -239,7 +260,10 @@
                         count = send(fd, rest.baseAddress, rest.count, _sendFlags)
                         if count < 0 && errno == EINTR { continue }
                     }
-                    if count <= 0 { return false }
+                    if count <= 0 {
+                        if let ssl, SSL_get_error(ssl, Int32(count)) == SSL_ERROR_SSL { tlsFailure = _sslErrorText() }
+                        return false
+                    }
                     written += count
                 }
                 return true
@@ -258,11 +282,20 @@
                 if count < 0 && ssl == nil && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
                     return true
                 }
-                if count <= 0 { return false }
+                if count <= 0 {
+                    // A TLS alert from the server (TLS 1.3 refuses a missing client certificate only
+                    // after the client finished its handshake, on the first read): OpenSSL's reason.
+                    if let ssl, SSL_get_error(ssl, Int32(count)) == SSL_ERROR_SSL { tlsFailure = _sslErrorText() }
+                    return false
+                }
                 input.withUnsafeBytes { chunk(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             } while ssl.map { SSL_pending($0) > 0 } ?? false
             return true
         }
+
+        /// Why the last read failed, when TLS said why (an alert from the server, such as
+        /// `tlsv13 alert certificate required`).
+        private(set) var tlsFailure: String?
 
         /// Reads what the socket holds into hiredis's reader; see `receive`. With a `gate`, the bytes
         /// pass through it first (a bulk string over its limit never reaches hiredis), and a protocol
@@ -290,22 +323,32 @@
         var gate: _LengthGate?
         private var gated: [UInt8] = []
 
-        /// For a connection that only ever sends `PUBLISH` and `PING` (whose replies are one line each:
-        /// `:n`, `+PONG` or `-error`): reads what the socket holds and calls `reply` for each reply it
-        /// completes, in order, with `nil` for a number or status and the text of an error, without
+        /// For a connection that only ever sends `PUBLISH`, `XADD` and `PING` (whose replies are one line
+        /// each, `:n`, `+PONG` or `-error`, or a bulk string holding no line feed, the id `XADD` gives):
+        /// reads what the socket holds and calls `reply` for each reply it completes, in order, with
+        /// `nil` for a number, status or id and the text of an error, without
         /// hiredis's reader (no reply object per command). `false` at end of stream or on error. Call
         /// it only after `poll` reported input; do not mix it with `readAvailable()` on one connection.
         func readPublishReplies(_ reply: (_ refusal: String?) -> Void) -> Bool {
             receive { bytes in
                 for byte in bytes {
                     if atLineStart {
-                        lineIsError = byte == UInt8(ascii: "-")
+                        lineIsError = !bulkFollows && byte == UInt8(ascii: "-")
+                        // A bulk string's length line; its bytes (the next line) complete the reply.
+                        lineIsBulkLength = !bulkFollows && byte == UInt8(ascii: "$")
                         atLineStart = false
                         errorLine.removeAll(keepingCapacity: true)
+                    } else if lineIsBulkLength && byte == UInt8(ascii: "-") {
+                        lineIsBulkLength = false  // `$-1`: a null, complete in itself
                     }
                     if byte == 10 {
-                        reply(lineIsError ? String(decoding: errorLine.prefix { $0 != 13 }, as: UTF8.self) : nil)
                         atLineStart = true
+                        if lineIsBulkLength {
+                            bulkFollows = true
+                            continue
+                        }
+                        bulkFollows = false
+                        reply(lineIsError ? String(decoding: errorLine.prefix { $0 != 13 }, as: UTF8.self) : nil)
                     } else if lineIsError && errorLine.count < 512 && !(errorLine.isEmpty && byte == UInt8(ascii: "-"))
                     {
                         errorLine.append(byte)
@@ -316,6 +359,9 @@
 
         private var atLineStart = true
         private var lineIsError = false
+        private var lineIsBulkLength = false
+        /// Whether the line being read is a bulk string's bytes.
+        private var bulkFollows = false
         /// The error line being read (its first 512 bytes, without the `-`).
         private var errorLine: [UInt8] = []
 

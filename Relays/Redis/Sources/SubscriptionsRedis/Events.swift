@@ -38,6 +38,11 @@
             /// primary failed and a replica took over); its subscription was made on the new node before
             /// the old one was given up. Sent once per change of the slot map that moved names.
             case topologyChanged
+            /// In history mode (``Options/historyLength`` > 0): after a reconnection, `count` posts that
+            /// were made while this relay was away were read from the server's history and delivered
+            /// (also added to ``RedisRelay/recoveredPosts``). Sent once a catch-up is complete, when it
+            /// delivered any post.
+            case recovered(count: Int)
         }
     }
 

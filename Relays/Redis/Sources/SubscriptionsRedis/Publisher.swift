@@ -60,6 +60,8 @@
         // When a reply last came, or the first owed one was sent.
         var progress = lastSent
         var refusalReported = false
+        var tails = _TailAnnouncements(interval: interval, now: lastSent, channels: sequences.keys)
+        let announces = core.options.historyLength == 0
         while true {
             // Sentinel: a new primary was announced; this connection is to the old one.
             if connection.epoch != core.topology.current { return (inFlight.posts, "the primary moved") }
@@ -72,9 +74,12 @@
             }
             var now = ContinuousClock.now
             if !batch.isEmpty {
-                connection.appendPublishes(batch, counts: counts, signer: core.signer) { channel, posts in
+                connection.appendPublishes(
+                    batch, counts: counts, signer: core.signer, historyLength: core.options.historyLength
+                ) { channel, posts in
                     let first = sequences[channel, default: 0]
                     sequences[channel] = first &+ UInt64(posts)
+                    if announces { tails.sent(on: channel, now: now) }
                     return first
                 }
                 if inFlight.commands == 0 { progress = now }
@@ -91,15 +96,33 @@
                 if !connection.flush() { return (inFlight.posts, "the connection failed while sending") }
             }
             let stopping = core.stopping.load(ordering: .acquiring)
+            if announces && !stopping && now >= tails.nextDue {
+                let due = tails.due(now: now)
+                let relayed = core.channels.withLock { channels in
+                    due.filter { channels.bindings[String(decoding: $0, as: UTF8.self)] != nil }
+                }
+                if !relayed.isEmpty {
+                    let message = _Wire.announcementMessage(header: core.header)
+                    connection.appendPublishes(
+                        relayed.map { _Outgoing(channel: $0, message: message) },
+                        counts: Array(repeating: 1, count: relayed.count), signer: core.signer
+                    ) { channel, _ in sequences[channel, default: 0] }
+                    if inFlight.commands == 0 { progress = now }
+                    for _ in relayed { inFlight.push(0) }
+                    lastSent = now
+                    if !connection.flush() { return (inFlight.posts, "the connection failed while sending") }
+                }
+            }
             if stopping {
                 let empty = core.outbox.withLock { $0.count == 0 }
                 if empty && inFlight.commands == 0 { return (0, "closed") }
                 if deadline == nil { deadline = now + core.options.closeTimeout }
                 if let deadline, now >= deadline { return (inFlight.posts, "closed") }
             }
-            let wait: Duration =
+            var wait: Duration =
                 stopping
                 ? .milliseconds(10) : inFlight.commands > 0 ? progress + patience - now : lastSent + interval - now
+            if announces && !stopping { wait = min(wait, tails.nextDue - now) }
             let ready = _poll(
                 socket: connection.socket, wake: core.publisherWake, timeoutMilliseconds: _milliseconds(wait))
             now = ContinuousClock.now

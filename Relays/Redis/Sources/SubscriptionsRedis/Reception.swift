@@ -21,6 +21,9 @@
             /// It was delivered (`deliver` returned `true`); `missed` posts of its origin were lost before
             /// it (zero when none).
             case delivered(missed: Int)
+            /// An announcement of its origin's next sequence number: `missed` posts of that origin were
+            /// lost since its last message (zero when none, or when the origin is new).
+            case announced(missed: Int)
         }
 
         /// Checks `bytes`, received on `channel`, and hands an acceptable one to `deliver` (which
@@ -50,12 +53,15 @@
             case .mine: return .ignore
             case .foreign:
                 return .reject(signer == nil ? "a malformed or foreign message" : "a malformed or unsigned message")
-            case .post, .batch: break
+            case .post, .batch, .announcement: break
             }
             if let signer, !signer.isSigned(bytes, channel: channel) {
                 return .reject("a message whose signature does not match")
             }
             let (origin, first) = _Wire.sequence(of: bytes)
+            if case .announcement = parsed {
+                return .announced(missed: sequences.announced(origin: origin, next: first))
+            }
             let posts: UInt64
             if case .batch(let batch) = parsed { posts = UInt64(batch.count) } else { posts = 1 }
             guard sequences.isCurrent(origin: origin, first: first) else { return .ignore }
@@ -83,6 +89,21 @@
         func isCurrent(origin: UInt64, first: UInt64) -> Bool {
             guard let known = expected[origin] else { return true }
             return first >= known
+        }
+
+        /// Records an announcement that `origin`'s next post is numbered `next`; returns how many posts
+        /// of `origin` were lost since its last delivered message (a tail loss; at most `Int.max`). An
+        /// origin heard first is remembered from there (no loss); an announcement behind what was
+        /// already delivered (a reconnection overtook it) changes nothing.
+        mutating func announced(origin: UInt64, next: UInt64) -> Int {
+            guard let known = expected[origin] else {
+                if expected.count >= Self.maxOrigins { expected.removeAll() }
+                expected[origin] = next
+                return 0
+            }
+            guard next > known else { return 0 }
+            expected[origin] = next
+            return Int(clamping: next - known)
         }
 
         /// Records a delivered message of `posts` posts numbered from `first`; returns how many posts of

@@ -30,6 +30,13 @@
             /// The name the server's certificate must carry (and the SNI name sent); `nil` for the
             /// host of the URL. An IP address is checked against the certificate's IP entries.
             public var tlsServerName: String?
+            /// The client certificate (PEM; intermediate certificates after it) that a `rediss://`
+            /// connection presents when the server asks for one (Redis's `tls-auth-clients yes`, its
+            /// default); `nil` for none. Set it together with ``tlsKeyFile``. Both are read once, by the
+            /// initializer; an unreadable or mismatched pair throws ``RedisRelayError/tlsFailed(_:)``.
+            public var tlsCertificateFile: String?
+            /// The private key (PEM, not encrypted) of ``tlsCertificateFile``; `nil` for none.
+            public var tlsKeyFile: String?
             /// A secret shared by the relays that may talk to each other. When set, every message this
             /// relay publishes carries an HMAC-SHA256 of its channel and bytes, and messages that do not
             /// carry a valid one are rejected (counted in ``RedisRelay/rejectedMessages``). `nil` (the
@@ -59,6 +66,19 @@
             /// Redis Cluster (``Topology/cluster``), or a primary found through Sentinel
             /// (``Topology/sentinel(masterName:)``). A URL with several hosts needs one of the last two.
             public var topology: Topology = .standalone
+
+            /// How many messages of each relayed name the server keeps, so that a relay that was away
+            /// (disconnected, partitioned, thrown out, or its server restarted with `appendonly yes`)
+            /// receives what it missed when it is back. `0` (the default): pub/sub, at most once, every
+            /// loss counted in ``RedisRelay/missedPosts``. With `N > 0` the relay appends each message
+            /// to the stream `<channelPrefix><name>` (`XADD … MAXLEN ~ N`: at least about `N` messages
+            /// kept, each of 1 to 64 posts) instead of publishing it, and reads the streams of the names
+            /// it relays from where it stopped; posts older than the history are still counted missed.
+            /// Order per sender holds within each name (across names it is not guaranteed: each name is
+            /// a stream of its own). Relays of one prefix must agree on whether it is zero. Must not be
+            /// negative, and not combined with ``Topology/cluster`` yet (the initializer stops with a
+            /// message that says so).
+            public var historyLength = 0
 
             /// The defaults.
             public init() {}

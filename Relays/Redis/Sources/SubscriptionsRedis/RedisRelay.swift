@@ -21,14 +21,18 @@
     /// ## Delivery
     /// - **At most once.** Redis pub/sub keeps nothing: a message published while a relay is
     ///   disconnected, or before its subscription is confirmed (see ``waitUntilReady(timeout:)``),
-    ///   is lost for that relay. Use a queue or a stream where every message matters.
+    ///   is lost for that relay. With ``Options/historyLength`` > 0 (history mode) messages go through
+    ///   a capped Redis stream per name instead, and a relay that was away reads on from where it
+    ///   stopped: what it missed is delivered once, in order (``recoveredPosts``,
+    ///   ``Event/recovered(count:)``); only posts older than the history are lost.
     /// - **No silent loss.** Each relay numbers the posts it publishes on each channel; a receiving
     ///   relay that sees a gap in another relay's numbers counts the lost posts in ``missedPosts``
     ///   and sends ``Event/missed(count:)`` (for instance after the server disconnected it for
-    ///   falling behind). A loss shows when that relay's next message arrives.
+    ///   falling behind). A loss shows when that relay's next message arrives, or within two
+    ///   ``Options/pingInterval``s when it went quiet (it announces its next number on quiet names).
     /// - **Order.** Posts of one relay reach another relay in the order they were posted on one thread,
     ///   also across reconnections: a message that a reconnection overtook is skipped (its posts
-    ///   were counted missed).
+    ///   were counted missed). In history mode, within each name only.
     /// - **No echo.** A relay skips the messages it published itself (an origin id per relay), and
     ///   never publishes a post that it received from Redis, so processes cannot bounce a message back
     ///   and forth. A post made *inside* a handler of such a received message, on the same name and
@@ -150,10 +154,22 @@
             guard options.maximumMessageBytes >= 256 else {
                 fatalError("RedisRelay: Options.maximumMessageBytes must be at least 256")
             }
+            guard options.historyLength >= 0 else {
+                fatalError("RedisRelay: Options.historyLength must not be negative")
+            }
+            guard options.historyLength == 0 || options.topology != .cluster else {
+                fatalError(
+                    "RedisRelay: Options.historyLength > 0 (history mode) is not supported with Topology.cluster yet; "
+                        + "use historyLength 0 (sharded pub/sub) in a cluster, or a standalone or Sentinel topology")
+            }
             guard options.pingInterval > .zero, options.closeTimeout >= .zero else {
                 fatalError("RedisRelay: Options.pingInterval must be positive and Options.closeTimeout not negative")
             }
-            let tls = endpoint.tls ? try _TLSContext(caFile: options.tlsCAFile, serverName: options.tlsServerName) : nil
+            let tls =
+                endpoint.tls
+                ? try _TLSContext(
+                    caFile: options.tlsCAFile, serverName: options.tlsServerName,
+                    certificateFile: options.tlsCertificateFile, keyFile: options.tlsKeyFile) : nil
             var publishing: _Connection?
             var subscribing: _Connection?
             // Sentinel: the primary; cluster: the slot map and the node of the probes below.
@@ -169,7 +185,9 @@
             }
             // The commands the relay needs, tried once on its first connections, so that a refusal
             // (an ACL user without them) throws here instead of losing posts without a word.
-            if let publishing, let subscribing {
+            if let publishing, let subscribing, options.historyLength > 0 {
+                try _requireHistoryCommands(publishing, subscribing, channelPrefix, endpoint)
+            } else if let publishing, let subscribing {
                 let channel = Array(channelPrefix.utf8)
                 let (subscribe, unsubscribe, publish) = start.commands
                 try subscribing.require([Array(subscribe.utf8), channel], start.endpoint)

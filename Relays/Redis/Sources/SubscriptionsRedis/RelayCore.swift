@@ -27,6 +27,8 @@
         let rejected = Atomic<Int>(0)
         let published = Atomic<Int>(0)
         let missed = Atomic<Int>(0)
+        /// Posts caught up from history after a reconnection (`RedisRelay.recoveredPosts`).
+        let recovered = Atomic<Int>(0)
         let stopping = Atomic<Bool>(false)
         /// For tests: while `true`, the subscriber thread does not read its socket (a reader that
         /// falls behind, as a starved process's would, so that the server throws it out).

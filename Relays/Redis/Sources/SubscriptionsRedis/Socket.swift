@@ -79,7 +79,21 @@
         let context: OpaquePointer
         let serverName: String?
 
-        init(caFile: String?, serverName: String?) throws(RedisRelayError) {
+        /// - Parameters:
+        ///   - caFile: The CA certificates (PEM) the server's certificate must chain to; `nil`: the
+        ///     system's.
+        ///   - serverName: The name the server's certificate must carry; `nil`: the URL's host.
+        ///   - certificateFile: The client certificate (PEM, its chain after it), sent to a server that
+        ///     asks for one; set with `keyFile` or not at all.
+        ///   - keyFile: The client certificate's private key (PEM, not encrypted).
+        /// - Throws: ``RedisRelayError/tlsFailed(_:)`` when a file cannot be loaded, the key does not
+        ///   match the certificate, or only one of the two is given.
+        init(
+            caFile: String?, serverName: String?, certificateFile: String? = nil, keyFile: String? = nil
+        ) throws(RedisRelayError) {
+            guard (certificateFile == nil) == (keyFile == nil) else {
+                throw .tlsFailed("Options.tlsCertificateFile and Options.tlsKeyFile must be set together")
+            }
             guard let context = SSL_CTX_new(TLS_client_method()) else {
                 throw .tlsFailed("cannot create an OpenSSL context: \(_sslErrorText())")
             }
@@ -96,6 +110,18 @@
                 let reason = _sslErrorText()
                 SSL_CTX_free(context)
                 throw .tlsFailed("cannot load the CA file \(caFile ?? "(system)"): \(reason)")
+            }
+            if let certificateFile, let keyFile {
+                ERR_clear_error()
+                guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1,
+                    SSL_CTX_use_PrivateKey_file(context, keyFile, SSL_FILETYPE_PEM) == 1,
+                    SSL_CTX_check_private_key(context) == 1
+                else {
+                    let reason = _sslErrorText()
+                    SSL_CTX_free(context)
+                    throw .tlsFailed(
+                        "cannot load the client certificate \(certificateFile) or key \(keyFile): \(reason)")
+                }
             }
             self.context = context
             self.serverName = serverName

@@ -12,12 +12,14 @@
     /// does not publish it back. When the connection fails it reconnects with exponential backoff and
     /// subscribes again; messages published meanwhile are lost (pub/sub is at-most-once).
     func _runSubscriber(_ core: _RelayCore, first: _Connection?) {
+        // History mode: where each stream was read up to, kept across connections.
+        var cursors = _HistoryCursors()
         _reconnecting(core, first: first, side: .subscriber, wake: core.subscriberWake) { live in
             core.channels.withLock { channels in
                 channels.connected = true
                 channels.confirmed = []
             }
-            let reason = _serve(core, live)
+            let reason = core.options.historyLength > 0 ? _serveHistory(core, live, &cursors) : _serve(core, live)
             core.channels.withLock { channels in
                 channels.connected = false
                 channels.confirmed = []
@@ -153,37 +155,7 @@
                 return
             }
             let bytes = UnsafeRawBufferPointer(start: third.pointee.str, count: Int(third.pointee.len))
-            let action = inbound.sequences.withLock { sequences in
-                _Reception.receive(
-                    bytes, channel: name, ownHeader: core.header, signer: core.signer,
-                    maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
-                ) { parsed in
-                    // Decoded here; posted by the delivery thread, so that handlers never hold up the
-                    // reading of the socket.
-                    switch parsed {
-                    case .post(let kind, let body):
-                        guard kind == inbound.kind, let post = inbound.decode(body) else { return false }
-                        core.deliver(inbound, posts: 1, post)
-                        return true
-                    case .batch(let batch):
-                        // All or nothing: none of its posts made when any entry is bad.
-                        guard batch.kind == inbound.kind, let post = inbound.decodeBatch(batch) else { return false }
-                        core.deliver(inbound, posts: batch.count, post)
-                        return true
-                    case .mine, .foreign:
-                        return false
-                    }
-                }
-            }
-            switch action {
-            case .ignore: break
-            case .reject(let reason): _reject(core, reason)
-            case .delivered(let missed):
-                if missed > 0 {
-                    core.missed.addSaturating(missed)
-                    core.events.emit(.missed(count: missed))
-                }
-            }
+            _ = _accept(core, inbound, bytes, channel: name)
             return
         }
         switch _string(kind) {
@@ -198,8 +170,51 @@
         }
     }
 
+    /// Checks one message received on `name` for `inbound` (see `_Reception`), queues its posts for
+    /// the delivery thread, and counts a rejection or a gap before it. Returns the posts queued (zero
+    /// when none were). Called by the subscriber thread, for a pub/sub message or a history entry.
+    func _accept(
+        _ core: _RelayCore, _ inbound: _Inbound, _ bytes: UnsafeRawBufferPointer, channel name: UnsafeRawBufferPointer
+    ) -> Int {
+        var queued = 0
+        let action = inbound.sequences.withLock { sequences in
+            _Reception.receive(
+                bytes, channel: name, ownHeader: core.header, signer: core.signer,
+                maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
+            ) { parsed in
+                // Decoded here; posted by the delivery thread, so that handlers never hold up the
+                // reading of the socket.
+                switch parsed {
+                case .post(let kind, let body):
+                    guard kind == inbound.kind, let post = inbound.decode(body) else { return false }
+                    core.deliver(inbound, posts: 1, post)
+                    queued = 1
+                    return true
+                case .batch(let batch):
+                    // All or nothing: none of its posts made when any entry is bad.
+                    guard batch.kind == inbound.kind, let post = inbound.decodeBatch(batch) else { return false }
+                    core.deliver(inbound, posts: batch.count, post)
+                    queued = batch.count
+                    return true
+                case .mine, .foreign, .announcement:
+                    return false
+                }
+            }
+        }
+        switch action {
+        case .ignore: break
+        case .reject(let reason): _reject(core, reason)
+        case .delivered(let missed), .announced(let missed):
+            if missed > 0 {
+                core.missed.addSaturating(missed)
+                core.events.emit(.missed(count: missed))
+            }
+        }
+        return queued
+    }
+
     /// Counts a refused message and reports why.
-    private func _reject(_ core: _RelayCore, _ reason: String) {
+    func _reject(_ core: _RelayCore, _ reason: String) {
         core.rejected.add(1, ordering: .relaxed)
         core.events.emit(.rejected(reason: reason))
     }

@@ -14,6 +14,10 @@
     ///   a LEB128 byte count and the bytes, and nothing after the last. The publisher coalesces posts
     ///   that are already queued when it sends (never waiting for more), up to `batchMaxPosts` posts
     ///   and about `batchMaxBytes` bytes; a post alone goes out as a `t` or `p` message.
+    /// - kind `n`: an announcement, no body and no post: its sequence number is the one the sender's
+    ///   next post on the channel will carry. A publisher sends one on each channel that was quiet for
+    ///   a `pingInterval` (its liveness traffic, pub/sub mode only), so that a receiver counts the
+    ///   posts lost at the end of a burst (a tail loss) without waiting for the next post.
     ///
     /// Sequence numbers count the posts a relay published on one channel: the posts of a message are
     /// numbered `seq`, `seq + 1`, …; the next message starts after them. A receiver that knows an
@@ -43,6 +47,7 @@
         static let typed = UInt8(ascii: "t")
         static let plain = UInt8(ascii: "p")
         static let batch = UInt8(ascii: "b")
+        static let announcement = UInt8(ascii: "n")
         /// At most this many posts ride one batch message.
         static let batchMaxPosts = 64
         /// A batch takes no further post once its bodies hold this many bytes (a post is never split, and
@@ -78,6 +83,12 @@
                 sequence = sequence << 8 | UInt64(bytes[index])
             }
             return (origin, sequence)
+        }
+
+        /// The announcement of a relay with `header`: no body; its sequence number is written when it is
+        /// sent.
+        static func announcementMessage(header: [UInt8]) -> [UInt8] {
+            message(header: header, kind: announcement, body: [])
         }
 
         /// A message: `header`, `kind`, `body`.
@@ -143,6 +154,8 @@
             case foreign
             case post(kind: UInt8, body: UnsafeRawBufferPointer)
             case batch(Batch)
+            /// An announcement: the origin's next sequence number, read with `sequence(of:)`.
+            case announcement
         }
 
         /// Splits `bytes` into kind and body; `header` is the receiving relay's own header, to
@@ -165,6 +178,7 @@
                 let kind = bytes[headerLength - 1]
                 let body = UnsafeRawBufferPointer(rebasing: bytes[headerLength...])
                 if kind == typed || kind == plain { return .post(kind: kind, body: body) }
+                if kind == announcement { return body.isEmpty ? .announcement : .foreign }
                 guard kind == batch, let parsed = parseBatch(body) else { return .foreign }
                 return .batch(parsed)
             }

@@ -9,7 +9,7 @@ private func postCounts(_ messages: [[UInt8]]) -> [Int] {
     messages.map { message in
         message.withUnsafeBytes { bytes in
             switch _Wire.parse(bytes, ownHeader: _Wire.header(origin: 1)) {
-            case .mine, .foreign: return 0
+            case .mine, .foreign, .announcement: return 0
             case .post: return 1
             case .batch(let batch): return batch.count
             }

@@ -111,7 +111,11 @@ func fuzzReceivePath(frames: Int, seed: UInt64) -> FuzzReport {
             let origin = forged ? (shape == 1 ? random.next() : origins[which]) : 0x1000 + generation + UInt64(which)
             frame = _Wire.header(origin: origin, signed: signed)
             let kind = typed ? _Wire.typed : _Wire.plain
-            if random.next() % 3 == 0 {
+            if random.next() % 16 == 0 {
+                // An announcement of the origin's next number (tail losses), with a stray body at times.
+                frame.append(_Wire.announcement)
+                if random.next() % 4 == 0 { frame += body(typed, &random) }
+            } else if random.next() % 3 == 0 {
                 frame.append(_Wire.batch)
                 frame.append(kind)
                 let count = 1 + Int(random.next() % (random.next() % 16 == 0 ? UInt64(_Wire.batchMaxPosts) : 4))
@@ -176,7 +180,7 @@ func fuzzReceivePath(frames: Int, seed: UInt64) -> FuzzReport {
                             posts += 1
                         }
                         return posts == batch.count
-                    case .mine, .foreign:
+                    case .mine, .foreign, .announcement:
                         return false
                     }
                 }
@@ -186,8 +190,8 @@ func fuzzReceivePath(frames: Int, seed: UInt64) -> FuzzReport {
         switch action {
         case .ignore: report.ignored += 1
         case .reject: report.rejected += 1
-        case .delivered(let missed):
-            report.delivered += 1
+        case .delivered(let missed), .announced(let missed):
+            report.delivered += 1  // an announcement counts as delivered: it reached the sequence state
             missedPosts.addSaturating(missed)  // as the subscriber counts them
         }
         for side in sequences { for state in side { report.maxOrigins = max(report.maxOrigins, state.expected.count) } }

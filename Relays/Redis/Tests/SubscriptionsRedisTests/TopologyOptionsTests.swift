@@ -1,3 +1,4 @@
+import Subscriptions
 import Testing
 
 @testable import SubscriptionsRedis
@@ -24,6 +25,19 @@ struct TopologyOptionsTests {
         #expect(!second.description.contains("p@ss"))
         #expect(_Address(host: "::1", port: 7002).description == "[::1]:7002")
         #expect(try _Endpoint(url: "redis://h:1").seeds == [_Address(host: "h", port: 1)])
+    }
+
+    /// History mode is not combined with a cluster yet: the initializer stops before it connects
+    /// anywhere, with a message naming both options (no server needed: the check comes first).
+    @Test func historyModeInAClusterStopsWithAMessageNamingBoth() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            var options = RedisRelay.Options()
+            options.topology = .cluster
+            options.historyLength = 100
+            _ = try? RedisRelay(center: PostCenter(), url: "redis://127.0.0.1:1,127.0.0.1:2", options: options)
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("Options.historyLength > 0 (history mode) is not supported with Topology.cluster"))
     }
 
     @Test func anEmptyOrMalformedSeedIsRefused() {

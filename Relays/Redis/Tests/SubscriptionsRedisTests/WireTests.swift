@@ -14,6 +14,7 @@ private func parsed(_ bytes: [UInt8]) -> String {
         switch _Wire.parse(bytes, ownHeader: _Wire.header(origin: 1)) {
         case .mine: return "mine"
         case .foreign: return "foreign"
+        case .announcement: return "announcement"
         case .post(let kind, let body): return "post \(kind) \(Array(body))"
         case .batch(let batch): return "batch \(batch.kind) \(batch.count) \(batch.map { Array($0) })"
         }
