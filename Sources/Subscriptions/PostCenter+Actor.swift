@@ -80,7 +80,7 @@ extension PostCenter {
     public func subscribe<A: Actor, Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, on actor: A, replay: Bool = false,
         once: Bool = false, coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, Payload) -> Void
+        handler: @escaping @Sendable (isolated A, Payload) throws -> Void
     ) -> Subscription {
         _actorSubscription(
             topic._key, sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID, line,
@@ -123,7 +123,7 @@ extension PostCenter {
     public func subscribe<A: Actor>(
         _ name: String, from sender: AnyObject? = nil, on actor: A, replay: Bool = false, once: Bool = false,
         coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, PostObject) -> Void
+        handler: @escaping @Sendable (isolated A, PostObject) throws -> Void
     ) -> Subscription {
         _actorSubscription(
             _NameKey(name), sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID,
@@ -134,7 +134,7 @@ extension PostCenter {
     /// one-shot (whose one post needs no coalescing).
     func _actorSubscription<A: Actor, Payload: Sendable>(
         _ key: _NameKey, sender: AnyObject?, actor: A, replay: Bool, once: Bool, coalesced: Bool, _ fileID: String,
-        _ line: Int, _ handler: @escaping @Sendable (isolated A, Payload) -> Void
+        _ line: Int, _ handler: @escaping @Sendable (isolated A, Payload) throws -> Void
     ) -> Subscription {
         if coalesced && !once {
             return _addCoalescingActor(

@@ -28,7 +28,7 @@ extension PostCenter {
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        handler: @escaping @MainActor (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
@@ -54,7 +54,7 @@ extension PostCenter {
     public func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        handler: @escaping @MainActor (Payload) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
@@ -81,7 +81,8 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+        fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
@@ -103,7 +104,8 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)

@@ -38,7 +38,7 @@ extension PostCenter {
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
@@ -64,7 +64,7 @@ extension PostCenter {
     public func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
         replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        selector: @escaping (Observer) -> (Payload) -> Void
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, .immediate, selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
@@ -87,7 +87,7 @@ extension PostCenter {
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)

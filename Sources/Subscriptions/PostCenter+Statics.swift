@@ -29,7 +29,7 @@ extension PostCenter {
     public static func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
             name, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
@@ -47,7 +47,7 @@ extension PostCenter {
     public static func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        handler: @escaping @MainActor (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
             name, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
@@ -65,7 +65,7 @@ extension PostCenter {
     public static func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
         replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
             topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
@@ -83,7 +83,7 @@ extension PostCenter {
     public static func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
             topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
@@ -101,7 +101,7 @@ extension PostCenter {
     public static func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        handler: @escaping @MainActor (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
             topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
@@ -121,7 +121,7 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
             name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
@@ -138,7 +138,8 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+        fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
             name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
@@ -156,7 +157,7 @@ extension PostCenter {
     public static func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
         replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        selector: @escaping (Observer) -> (Payload) -> Void
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
             topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
@@ -173,7 +174,7 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
             topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
@@ -190,7 +191,8 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
             topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,

@@ -53,7 +53,7 @@ extension PostCenter {
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
         return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
@@ -91,7 +91,7 @@ extension PostCenter {
     public func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
         replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
@@ -121,7 +121,7 @@ extension PostCenter {
     public func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
         once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
         return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)

@@ -35,7 +35,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
 
     /// The actor, held weakly by the run queue: `nil` once it is gone.
     var actor: A? { queue.actor }
-    @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
+    @exclusivity(unchecked) var handler: ((isolated A, Payload) throws -> Void)?
     /// Payloads posted and not yet taken by the draining task, oldest first. Guarded by `locked`.
     @exclusivity(unchecked) private var pending = _PayloadBuffer()
     /// An empty buffer with capacity, handed to the next draining task. Guarded by `locked`.
@@ -70,7 +70,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
 
     init(
         queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?, sender: AnyObject? = nil, once: Bool = false,
-        handler: @escaping (isolated A, Payload) -> Void
+        handler: @escaping (isolated A, Payload) throws -> Void
     ) {
         self.queue = queue
         self.tracker = tracker
@@ -203,7 +203,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
                     // A spent one-shot still runs the one payload it won.
                     let now = state.load(ordering: .relaxed)
                     guard now == _Entry.active || now == _Entry.spent, let handler else { continue }
-                    handler(actor, first[i])
+                    do { try handler(actor, first[i]) } catch { _noteThrew(error, route: route) }
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)

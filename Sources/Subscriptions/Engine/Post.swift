@@ -10,9 +10,9 @@ struct _Stripes: @unchecked Sendable {
     let base: UnsafeMutablePointer<Unmanaged<_Stripe>>
     let mask: Int
 
-    init(count: Int) {
+    init(count: Int, tracker: _DeliveryTracker) {
         precondition(count > 0 && count & (count - 1) == 0)
-        owners = (0..<count).map { _ in _Stripe() }
+        owners = (0..<count).map { _ in _Stripe(tracker: tracker) }
         base = .allocate(capacity: count)
         for i in 0..<count { (base + i).initialize(to: .passUnretained(owners[i])) }
         mask = count - 1
@@ -110,8 +110,8 @@ extension PostCenter {
     /// its handler ran or was scheduled.
     @inline(__always)
     func _walk(
-        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) -> Void, main: () -> ObjectIdentifier,
-        callMain: (_Entry) -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
+        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) throws -> Void, main: () -> ObjectIdentifier,
+        callMain: (_Entry) throws -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
     ) -> Int {
         var delivered = 0
         let buffer = start.buffer
@@ -134,10 +134,10 @@ extension PostCenter {
                 guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
                 let kind = ObjectIdentifier(type(of: entry))
                 if kind == direct {
-                    call(entry)
+                    do { try call(entry) } catch { _noteThrew(error, start) }
                     delivered &+= 1
                 } else if UInt(bitPattern: kind) == mainHere {
-                    callMain(entry)
+                    do { try callMain(entry) } catch { _noteThrew(error, start) }
                     delivered &+= 1
                 } else if kind == main() {
                     let ask = mainHere == 0
@@ -216,9 +216,9 @@ extension PostCenter {
             var made: PostObject?
             return _walk(
                 start, direct: direct,
-                call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+                call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
                 main: { main },
-                callMain: { unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
                 takeMain: { entry, onMainActor in
                     unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
                         payload, onMainActor: onMainActor, route: start.route)
@@ -232,6 +232,18 @@ extension PostCenter {
                         ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
                         : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
                 })
+        }
+    }
+
+    /// A handler that the walk called directly threw: reports it (see `ThrownErrors.swift`). Out
+    /// of line, so that the walk's loop keeps only the test of the error register; the entry is
+    /// the one the post's frame calls (`at`), so the loop need not keep it across the call.
+    @inline(never)
+    func _noteThrew(_ error: any Error, _ start: _PostStart) {
+        let entry = _SlotBuffer.entry(start.record.at(start.frame))
+        // Borrowed, not retained: the post's frame keeps the route and the entry alive.
+        entry._withUnsafeGuaranteedRef { entry in
+            start.route._withUnsafeGuaranteedRef { $0.noteThrew(error, site: entry.site) }
         }
     }
 
@@ -281,9 +293,9 @@ extension PostCenter {
             let object = makeEnvelope()
             return _walk(
                 start, direct: ObjectIdentifier(_EnvelopeHandler.self),
-                call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+                call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
                 main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
-                callMain: { unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
                 takeMain: { entry, onMainActor in
                     unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
                         object, onMainActor: onMainActor, route: start.route)

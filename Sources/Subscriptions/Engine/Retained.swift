@@ -199,12 +199,13 @@ extension PostCenter {
 
     /// A handler entry that can replay: always an `_OptionsEntry`, never the direct-call `_Handler`.
     func _replayableEntry<Payload>(
-        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, _ handler: @escaping (Payload) -> Void
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ handler: @escaping (Payload) throws -> Void
     ) -> _OptionsEntry<Payload> {
         let tracker = _tracker(executor)
         return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: tracker) {
             _, value in
-            handler(value)
+            try handler(value)
             return true
         }
     }

@@ -8,10 +8,14 @@ final class _Stripe: Sendable {
     let mutex: _PlatformMutex<_StripeState>
     /// The address of the current `_NameTable`.
     let table: Atomic<UInt>
+    /// The center's tracker, through which a route reports a handler that threw (its
+    /// `reporter` is the center, held weakly). Read only on that cold path.
+    let tracker: _DeliveryTracker
     /// Keeps stripes allocated one after another on different cache lines.
     private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
 
-    init() {
+    init(tracker: _DeliveryTracker) {
+        self.tracker = tracker
         let initial = _NameTable.allocate(capacity: 8)
         mutex = _PlatformMutex(_StripeState(table: initial))
         table = Atomic(initial.bits)
