@@ -17,7 +17,8 @@ struct ModelTests {
     /// 10 seeds × 10,000 operations: every kind of subscription (plain, typed, one-shot,
     /// sender-filtered, selector with or without the observer owning its token), immediate and
     /// queued delivery, protocol observers (added, observed with a token, removed, notified),
-    /// nested operations from inside handlers and notify bodies, observer and sender deaths.
+    /// nested operations from inside handlers and notify bodies, observer and sender deaths, and
+    /// handlers that throw after they ran (one subscription in four: `ModelCheck.throwing`).
     @Test(arguments: seeds)
     func centerMatchesReferenceModel(seed: UInt64) {
         let count = Reliability.scaled(10_000, minimum: 2_000)
@@ -349,6 +350,11 @@ struct ModelGenerator {
 
 // MARK: - Running and shrinking
 
+/// What a throwing handler of the model throws: its subscription's identifier.
+struct ModelThrow: Error {
+    let id: Int
+}
+
 struct ModelFailure {
     /// Index of the diverging operation in the original sequence.
     let originalIndex: Int
@@ -370,6 +376,9 @@ struct ModelFailure {
 enum ModelCheck {
     /// Handlers run their nested operation only while at most this many handlers are running.
     static let maxDepth = 3
+
+    /// Whether the handler of subscription `id` throws (`ModelThrow`) after it ran: one in four.
+    static func throwing(_ id: Int) -> Bool { id % 4 == 3 }
 
     /// Runs `ops` on a fresh center and model; the first divergence, if any.
     static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
@@ -529,7 +538,14 @@ final class RealSide: @unchecked Sendable {
     let queue = DispatchQueue(label: "model.queue")
     var suspended = true
 
-    init() { queue.suspend() }
+    init() {
+        queue.suspend()
+        // A handler that threw is reported right after it returns, where it ran: the log gets
+        // the report between the handler's own lines and the next handler's.
+        center.diagnostics = .init { [weak self] issue in
+            if case .handlerThrew(_, _, let error as ModelThrow) = issue { self?.log.append("threw #\(error.id)") }
+        }
+    }
 
     var tokenIDs: [Int] {
         Array(tokens.keys) + observers.values.flatMap { $0.tokens.keys }
@@ -648,9 +664,11 @@ final class RealSide: @unchecked Sendable {
         return listed.map { ($0 as! ModelObserver).slot }
     }
 
-    /// What every handler does: log the call, then run the nested operation if not too deep.
-    func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) {
+    /// What every handler does: log the call, then run the nested operation if not too deep;
+    /// then throw, for the subscriptions that `ModelCheck.throwing` picks.
+    func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) throws {
         ran("#\(id).\(serial) \(description)", nested)
+        if ModelCheck.throwing(id) { throw ModelThrow(id: id) }
     }
 
     func ran(_ call: String, _ nested: ModelOp?) {
@@ -706,12 +724,12 @@ final class RealSide: @unchecked Sendable {
     /// go of it) and reports to `handled`.
     func handler<Payload>(
         _ id: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
-    ) -> @Sendable (Payload) -> Void {
+    ) -> @Sendable (Payload) throws -> Void {
         let capture = Reliability.Capture(captures)
         let serial = self.serial
         return { [weak self] payload in
             withExtendedLifetime(capture) {}
-            self?.handled(id, serial, describe(payload), nested)
+            try self?.handled(id, serial, describe(payload), nested)
         }
     }
 
@@ -764,12 +782,12 @@ final class RealSide: @unchecked Sendable {
     /// but a `Reliability.Capture`.
     func observerSelector<Payload>(
         _ id: Int, _ serial: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
-    ) -> @Sendable (ModelObserver) -> (Payload) -> Void {
+    ) -> @Sendable (ModelObserver) -> (Payload) throws -> Void {
         let capture = Reliability.Capture(captures)
         return { [weak self] observer in
             { payload in
                 withExtendedLifetime((capture, observer)) {}
-                self?.handled(id, serial, describe(payload), nested)
+                try self?.handled(id, serial, describe(payload), nested)
             }
         }
     }
@@ -1085,6 +1103,8 @@ final class ReferenceModel {
 
     func call(_ e: Entry, _ description: String) {
         call("#\(e.id).\(e.serial) \(description)", e.nested)
+        // It threw: reported right after it returned, and the post went on (counted as run).
+        if ModelCheck.throwing(e.id) { log.append("threw #\(e.id)") }
     }
 
     /// A handler or notify body runs: it logs, then runs its nested operation if not too deep.
