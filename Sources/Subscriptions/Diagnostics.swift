@@ -42,7 +42,8 @@ extension PostCenter: _EngineReporting {
         /// per call site for the life of the process. `site` has `count` 1 (and `fileID` `"?"`
         /// in the rare case the site is unknown: a program that passed more than 65,535 distinct
         /// computed `fileID:`s). Two reports are equal when their names and sites are, and their
-        /// errors have the same type and the same `String(describing:)`.
+        /// errors have the same type and the same `String(describing:)`. The report holds `error`
+        /// (and what it references) as long as the value lives; the center keeps none of it.
         case handlerThrew(name: String, site: SubscriptionSite, error: any Error)
 
         /// A one-line explanation that names the problem and the usual fix.
@@ -75,6 +76,9 @@ extension PostCenter: _EngineReporting {
 
         /// Whether two diagnostics say the same: same case and same values; errors (which are
         /// not `Equatable`) compare by type and by `String(describing:)`.
+        ///
+        /// - Threading: a pure function of its arguments, safe anywhere; it calls an error's
+        ///   `description` (user code) for `handlerThrew`.
         public static func == (lhs: Diagnostic, rhs: Diagnostic) -> Bool {
             switch (lhs, rhs) {
             case (.manySubscriptions(let a, let b, let c), .manySubscriptions(let x, let y, let z)):

@@ -74,6 +74,8 @@ extension PostCenter {
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
     ///     cancelled or deinitialised, then released.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts and actor, not one per post or per subscription.
@@ -119,6 +121,8 @@ extension PostCenter {
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
         _ name: String, from sender: AnyObject? = nil, on actor: A, replay: Bool = false, once: Bool = false,

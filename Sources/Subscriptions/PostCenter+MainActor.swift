@@ -23,6 +23,8 @@ extension PostCenter {
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each post's envelope. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe(
@@ -49,6 +51,8 @@ extension PostCenter {
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each payload. Held until the token is cancelled
     ///     or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe<Payload: Sendable>(
@@ -77,6 +81,8 @@ extension PostCenter {
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject>(
@@ -100,6 +106,8 @@ extension PostCenter {
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload: Sendable>(

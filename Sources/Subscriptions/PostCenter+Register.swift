@@ -32,6 +32,8 @@ extension PostCenter {
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     /// - Complexity: amortised O(1).
@@ -59,6 +61,8 @@ extension PostCenter {
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload>(
@@ -82,6 +86,8 @@ extension PostCenter {
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload

@@ -46,6 +46,8 @@ extension PostCenter {
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each post's envelope. Held by the center until the token is
     ///     cancelled or deinitialised (or its one post was delivered), then released.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
@@ -85,6 +87,8 @@ extension PostCenter {
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload on the posting thread. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
@@ -114,6 +118,8 @@ extension PostCenter {
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised
     ///     (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
