@@ -42,6 +42,8 @@ extension PostCenter {
     ///     once: the first post that reaches the subscription claims it, and the subscription
     ///     leaves the route before the handler runs (``Subscription/isActive`` turns `false`).
     ///     A paced delivery delivers that post with its base delivery.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each post's envelope. Held by the center until the token is
@@ -54,11 +56,11 @@ extension PostCenter {
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, on the
@@ -83,6 +85,8 @@ extension PostCenter {
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload` (with `from:`, only one posted `from:` that sender).
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload on the posting thread. Held until the token is
@@ -94,11 +98,11 @@ extension PostCenter {
     /// - Complexity: amortised O(1).
     public func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
-        replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, with any
@@ -114,6 +118,8 @@ extension PostCenter {
     ///     delivery, as the first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it with its base delivery.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised
@@ -126,10 +132,10 @@ extension PostCenter {
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 }

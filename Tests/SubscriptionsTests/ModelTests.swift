@@ -18,7 +18,9 @@ struct ModelTests {
     /// sender-filtered, selector with or without the observer owning its token), immediate and
     /// queued delivery, protocol observers (added, observed with a token, removed, notified),
     /// nested operations from inside handlers and notify bodies, observer and sender deaths, and
-    /// handlers that throw after they ran (one subscription in four: `ModelCheck.throwing`).
+    /// handlers that throw after they ran (one subscription in four: `ModelCheck.throwing`), and
+    /// priorities (`ModelCheck.priority`: the model inserts each subscription after every one of
+    /// a priority at least its own).
     @Test(arguments: seeds)
     func centerMatchesReferenceModel(seed: UInt64) {
         let count = Reliability.scaled(10_000, minimum: 2_000)
@@ -380,6 +382,9 @@ enum ModelCheck {
     /// Whether the handler of subscription `id` throws (`ModelThrow`) after it ran: one in four.
     static func throwing(_ id: Int) -> Bool { id % 4 == 3 }
 
+    /// The priority subscription `id` is made at: mostly the default, some higher, some lower.
+    static func priority(_ id: Int) -> Int { [0, 0, 0, 2, -1, 1, 0, 2][id % 8] }
+
     /// Runs `ops` on a fresh center and model; the first divergence, if any.
     static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
         let harness = ModelHarness(options: options)
@@ -739,19 +744,21 @@ final class RealSide: @unchecked Sendable {
     ) -> Subscription {
         let body = handler(id, nested, describe)
         let serial = self.serial
+        let priority = ModelCheck.priority(id)
         let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
         switch style {
         case .handler where delivery == .mainActor:
-            return center.subscribe(name, delivery: .mainActor, handler: body)
-        case .handler: return center.subscribe(name, delivery: route, handler: body)
-        case .once: return center.subscribe(name, delivery: route, once: true, handler: body)
-        case .filtered: return center.subscribe(name, from: sender!, delivery: route, handler: body)
+            return center.subscribe(name, delivery: .mainActor, priority: priority, handler: body)
+        case .handler: return center.subscribe(name, delivery: route, priority: priority, handler: body)
+        case .once: return center.subscribe(name, delivery: route, once: true, priority: priority, handler: body)
+        case .filtered: return center.subscribe(name, from: sender!, delivery: route, priority: priority, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)
             if delivery == .mainActor {
-                return center.register(name, observer: observer!, delivery: .mainActor, selector: selector)
+                return center.register(
+                    name, observer: observer!, delivery: .mainActor, priority: priority, selector: selector)
             }
-            return center.register(name, observer: observer!, delivery: route, selector: selector)
+            return center.register(name, observer: observer!, delivery: route, priority: priority, selector: selector)
         }
     }
 
@@ -761,19 +768,22 @@ final class RealSide: @unchecked Sendable {
     ) -> Subscription {
         let body = handler(id, nested, describe)
         let serial = self.serial
+        let priority = ModelCheck.priority(id)
         let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
         switch style {
         case .handler where delivery == .mainActor:
-            return center.subscribe(topic, delivery: .mainActor, handler: body)
-        case .handler: return center.subscribe(topic, delivery: route, handler: body)
-        case .once: return center.subscribe(topic, delivery: route, once: true, handler: body)
-        case .filtered: return center.subscribe(topic, from: sender!, delivery: route, handler: body)
+            return center.subscribe(topic, delivery: .mainActor, priority: priority, handler: body)
+        case .handler: return center.subscribe(topic, delivery: route, priority: priority, handler: body)
+        case .once: return center.subscribe(topic, delivery: route, once: true, priority: priority, handler: body)
+        case .filtered:
+            return center.subscribe(topic, from: sender!, delivery: route, priority: priority, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)
             if delivery == .mainActor {
-                return center.register(topic, observer: observer!, delivery: .mainActor, selector: selector)
+                return center.register(
+                    topic, observer: observer!, delivery: .mainActor, priority: priority, selector: selector)
             }
-            return center.register(topic, observer: observer!, delivery: route, selector: selector)
+            return center.register(topic, observer: observer!, delivery: route, priority: priority, selector: selector)
         }
     }
 
@@ -1034,7 +1044,10 @@ final class ReferenceModel {
         entries[serial] = Entry(
             id: id, serial: serial, name: name, payload: payload, once: once, delivery: delivery, nested: nested,
             observer: observer, owned: owned, sender: sender)
-        routes[name].append(serial)
+        // After every entry of a priority at least its own, before the others.
+        let priority = ModelCheck.priority(id)
+        let place = routes[name].lastIndex { ModelCheck.priority(entries[$0]!.id) >= priority }.map { $0 + 1 } ?? 0
+        routes[name].insert(serial, at: place)
         drop(id)
         present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }

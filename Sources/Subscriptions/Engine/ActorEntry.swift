@@ -547,10 +547,11 @@ extension PostCenter {
     /// leaves its route right after. The task starts after unlocking. See `Retained.swift` for
     /// why this hand-over is exact.
     func _addActor<A, Payload>(
-        _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+        _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int = 0
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        guard replay else { return _add(entry, to: key) }
+        guard replay else { return _add(entry, to: key, priority: priority) }
         let (token, route, live, start, spent) = _retained.withLock { table in
             var start = false
             var spent = false
@@ -566,7 +567,7 @@ extension PostCenter {
                     start = entry.preload(payload)
                 }
             }
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, start, spent)
         }
         if spent { route._detach(entry) }
@@ -579,10 +580,11 @@ extension PostCenter {
     /// passes the sender filter) is the first payload its slot holds, so the first call gets it
     /// unless a newer post replaced it meanwhile, exactly as for a live post.
     func _addCoalescingActor<A, Payload>(
-        _ entry: _CoalescingActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+        _ entry: _CoalescingActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int = 0
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        guard replay else { return _add(entry, to: key) }
+        guard replay else { return _add(entry, to: key, priority: priority) }
         let (token, route, live, start) = _retained.withLock { table in
             var start = false
             if let record = table.records[key.name] {
@@ -593,7 +595,7 @@ extension PostCenter {
                     start = entry.slot.offer(payload) != nil
                 }
             }
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, start)
         }
         _noteSubscriptionCount(key, live)

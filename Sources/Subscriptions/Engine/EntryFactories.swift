@@ -8,9 +8,9 @@
 extension PostCenter {
     /// Records the call site in `entry`, then registers it under `key`.
     @inline(__always)
-    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int) -> Subscription {
+    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int, _ priority: Int = 0) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        return _add(entry, to: key)
+        return _add(entry, to: key, priority: priority)
     }
 
     /// The entry of a `subscribe` whose handler runs where `delivery` says, with every option

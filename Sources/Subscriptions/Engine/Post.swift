@@ -39,8 +39,8 @@ struct _PostStart {
 
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
-    func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
-        let (token, live) = _insertToken(entry, to: key)
+    func _add(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> Subscription {
+        let (token, live) = _insertToken(entry, to: key, priority: priority)
         _noteSubscriptionCount(key, live)
         return token
     }
@@ -48,8 +48,10 @@ extension PostCenter {
     /// Registers `entry` under `key`; returns its token, the route it joined (the token's home,
     /// which keeps it alive) and the name's live count. Runs no user code, so it may be called
     /// under another lock (see `_addReplaying`).
-    func _insert(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, route: _Route, live: Int) {
-        let (token, live) = _insertToken(entry, to: key)
+    func _insert(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (
+        token: Subscription, route: _Route, live: Int
+    ) {
+        let (token, live) = _insertToken(entry, to: key, priority: priority)
         return (token, unsafeDowncast(token._home, to: _Route.self), live)
     }
 
@@ -57,7 +59,7 @@ extension PostCenter {
     /// retaining them (the center owns its stripes, the stripe's table its routes, and the lock
     /// is held), so the token's own reference is the only one taken.
     @inline(__always)
-    func _insertToken(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, live: Int) {
+    func _insertToken(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (token: Subscription, live: Int) {
         _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state in
                 let token: Subscription
@@ -69,7 +71,7 @@ extension PostCenter {
                     token = Subscription(home: route, entry: entry)
                 }
                 let route = unsafeDowncast(token._home, to: _Route.self)
-                token._seq = route.lockedAppend(entry)
+                token._seq = route.lockedInsert(entry, priority: priority)
                 return (token, route.live)
             }
         }
