@@ -8,7 +8,12 @@
 ///   `.queue(q)` and the paced deliveries take a `Sendable` one, since it crosses threads;
 ///   `delivery: .mainActor` takes a `@MainActor` handler (in `PostCenter+MainActor.swift`);
 /// - `replay:`: start with the name's retained post (<doc:RetainedPosts>);
-/// - `once:`: deliver one post only, then end.
+/// - `once:`: deliver one post only, then end;
+/// - `priority:`: where the handler runs among the name's handlers (higher first; equal
+///   priorities in subscription order; default 0).
+///
+/// Every handler may throw: the post goes on with the next handler, and the error is reported
+/// as ``PostCenter/Diagnostic/handlerThrew(name:site:error:)``.
 ///
 /// Handlers isolated to an actor of your choice take `on:` instead of `delivery:`.
 extension PostCenter {

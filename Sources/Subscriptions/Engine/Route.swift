@@ -213,8 +213,16 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// in progress keeps walking the buffer it read, without the new entry: guarantee 5).
     /// - Complexity: amortised O(1) when the entry goes last (a walk back over the entries of
     ///   lower priority at the end, none in the common case), O(slots) otherwise.
+    @inline(__always)
     func lockedInsert(_ entry: _Entry, priority: Int) -> UInt {
         if priority == 0 && priorities.isEmpty { return lockedAppend(entry) }
+        return lockedInsertPrioritized(entry, priority: priority)
+    }
+
+    /// `lockedInsert` for an entry of another priority than 0, or on a route that has some: out
+    /// of line, so that the default case stays as small as an append.
+    @inline(never)
+    private func lockedInsertPrioritized(_ entry: _Entry, priority: Int) -> UInt {
         if priority <= lowest {
             lowest = priority
             if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
@@ -238,6 +246,14 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         live += 1
         lockedReclaimIfPiledUp()
         return nextSeq
+    }
+
+    /// Forgets the priority of the entry `bits`, which leaves the route. Out of line: only routes
+    /// with priorities other than 0 get here.
+    @inline(never)
+    private func lockedForgetPriority(_ bits: UInt) {
+        priorities[bits] = nil
+        if priorities.isEmpty { lowest = 0 }
     }
 
     /// Publishes a new buffer holding the live entries in order, and retires the old one. With
@@ -292,10 +308,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             if let i = old.index(of: bits) { old.clear(i, fenceFollows: fenceFollows) }
         }
         entry.index = _Entry.detached
-        if !priorities.isEmpty {
-            priorities[bits] = nil
-            if priorities.isEmpty { lowest = 0 }
-        }
+        if !priorities.isEmpty { lockedForgetPriority(bits) }
         live -= 1
         tombstones += 1
         if tombstones >= max(8, live) { lockedRebuild(capacity: max(4, 2 * live)) }
