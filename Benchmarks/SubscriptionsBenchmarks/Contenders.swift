@@ -52,6 +52,17 @@ func subscribeAndCancel(_ center: PostCenter, _ name: String, _ counter: Counter
     }
 }
 
+/// `subscribeAndCancel` at `priority`.
+@inline(never)
+func subscribeAndCancel(
+    _ center: PostCenter, _ name: String, _ counter: Counter, priority: Int, _ iterations: Int
+) {
+    for _ in 0..<iterations {
+        let token = center.subscribe(name, priority: priority) { _ in counter.pointer.pointee &+= 1 }
+        token.cancel()
+    }
+}
+
 @inline(never)
 func observeAndRemove(_ center: NotificationCenter, _ name: Notification.Name, _ counter: Counter, _ iterations: Int) {
     for _ in 0..<iterations {

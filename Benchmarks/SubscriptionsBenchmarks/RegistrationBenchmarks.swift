@@ -93,6 +93,69 @@ func subscribeCancelSection(_ config: RunConfig) -> Section {
     return section
 }
 
+/// Subscribe + cancel at a priority other than the default on a name that holds 1,000
+/// subscriptions of the default priority: first (priority 1, before all of them) and last
+/// (priority -1, after all of them), against the default.
+func prioritySection(_ config: RunConfig) -> Section {
+    let held = 1_000
+    let limit = 2.0
+    var section = Section(
+        id: "priority", title: "Subscribe + cancel at a priority on a name that holds \(grouped(held)) subscriptions",
+        notes: [
+            "ns/op: one subscribe at the priority and one cancel of that token; the name holds \(grouped(held)) subscriptions",
+            "of priority 0. Priority 1 goes before all of them (a new slot array: O(K)); -1 after them (appended).",
+            "Median over \(config.repetitions) repetitions, measured interleaved. Target: ≤ \(limit)× the default.",
+        ],
+        columns: ["priority", "ns/op", "spread", "vs default", "target", "result"])
+    let name = "bench.priority"
+    let counter = Counter.make()
+    var tokens: [Subscription] = []
+    let cases = [0, 1, -1].map { priority -> (Int, Case) in
+        let center = PostCenter()
+        subscribeMany(center, name, counter, held, into: &tokens)
+        return (
+            priority,
+            Case(
+                "PostCenter subscribe + cancel at priority \(priority)", prepare: { counter.reset() },
+                body: { subscribeAndCancel(center, name, counter, priority: priority, $0) },
+                verify: { _ in
+                    expectCalls(counter.value, 0, "subscribe + cancel at priority \(priority)")
+                    precondition(
+                        center.subscriptionCount(for: name) == held,
+                        "subscribe + cancel at priority \(priority): the name should still hold \(held)")
+                })
+        )
+    }
+    measure(cases.map(\.1), config)
+    let base = cases[0].1.stats.median
+    for (priority, c) in cases {
+        let s = c.stats
+        let ratio = s.median / base
+        var checks: [Check] = []
+        if priority != 0 {
+            checks.append(
+                section.check(
+                    "subscribe + cancel at priority \(priority) with \(grouped(held)) held vs priority 0",
+                    target: "≤ \(limit)×", measured: ratio, text: times(ratio), pass: ratio <= limit))
+        }
+        section.add(
+            [
+                "\(priority)", ns(s.median), percent(s.spread), times(ratio),
+                priority == 0 ? "(reference)" : "≤ \(limit)×",
+                priority == 0 ? "" : verdict(checks),
+            ],
+            Row(
+                contender: c.label, size: held,
+                figures: [
+                    "nsPerOperation": s.median, "nsPerOperationMin": s.min, "nsPerOperationMax": s.max,
+                    "ratioToDefault": ratio, "iterationsPerRepetition": Double(c.iterations),
+                ],
+                target: priority == 0 ? nil : "≤ \(limit)×", pass: priority == 0 ? nil : checks.allSatisfy(\.pass)))
+    }
+    withExtendedLifetime(tokens) {}
+    return section
+}
+
 /// Post to 10 subscribers on a name after 100,000 other subscriptions came and went on it,
 /// against a fresh center.
 func churnSection(_ config: RunConfig) -> Section {

@@ -10,7 +10,8 @@
 import Foundation
 
 let allSections = [
-    "fanout", "unheard", "subscribeCancel", "churn", "longDelivery", "memory", "threads", "actors", "mainActor",
+    "fanout", "unheard", "subscribeCancel", "priority", "churn", "longDelivery", "memory", "threads", "actors",
+    "mainActor",
     "actorMessages", "queueAndPosts", "cancelLoad", "coalesced",
 ]
 
@@ -124,6 +125,7 @@ func runBenchmarks(_ options: Options) {
     run("fanout") { fanoutSection(config) }
     run("unheard") { unheardSection(config) }
     run("subscribeCancel") { subscribeCancelSection(config) }
+    run("priority") { prioritySection(config) }
     run("churn") { churnSection(config) }
     run("longDelivery") { longDeliverySection(config) }
     run("memory") { memorySection(config, quick: options.quick) }

@@ -175,7 +175,7 @@ extension PostCenter {
     /// The entry of a paced registration; `executor` is `.queue(q)` or `.mainActor`.
     func _pacedEntry<Payload>(
         _ executor: _Executor, _ pacing: Pacing, observer: AnyObject?, sender: AnyObject?,
-        invoke: @escaping (AnyObject?, Payload) -> Bool
+        invoke: @escaping (AnyObject?, Payload) throws -> Bool
     ) -> _Entry {
         let queue: DispatchQueue
         switch executor {

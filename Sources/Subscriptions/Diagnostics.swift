@@ -33,6 +33,18 @@ extension PostCenter: _EngineReporting {
         /// subscription was made. Reported once per subscription, by the first post that finds
         /// it so, on the posting thread.
         case subscriberGone(name: String, subscriber: String, site: SubscriptionSite?)
+        /// The handler of a subscription of `name`, made at `site`, threw `error`. The post went
+        /// on: the next handler ran, and the call counted in `post`'s result as run. Reported on
+        /// the thread, queue or actor that ran the handler, right after it threw and before the
+        /// next handler of the post runs; every delivery (immediate, queued, main-actor, actor,
+        /// paced, a replay) reports the same way, once per throw. With no
+        /// ``PostCenter/diagnostics`` set, the center prints it to standard error instead, once
+        /// per call site for the life of the process. `site` has `count` 1 (and `fileID` `"?"`
+        /// in the rare case the site is unknown: a program that passed more than 65,535 distinct
+        /// computed `fileID:`s). Two reports are equal when their names and sites are, and their
+        /// errors have the same type and the same `String(describing:)`. The report holds `error`
+        /// (and what it references) as long as the value lives; the center keeps none of it.
+        case handlerThrew(name: String, site: SubscriptionSite, error: any Error)
 
         /// A one-line explanation that names the problem and the usual fix.
         public var description: String {
@@ -56,6 +68,30 @@ extension PostCenter: _EngineReporting {
                     + (site.map { " (made at \($0.fileID):\($0.line))" } ?? "") + "; its token lives, but nothing "
                     + "reaches it again. Keep the \(subscriber) alive as long as the token (a local let ends at its "
                     + "last use), or cancel the token."
+            case .handlerThrew(let name, let site, let error):
+                return "Subscriptions: a handler of \"\(name)\" (subscribed at \(site.fileID):\(site.line)) threw "
+                    + "\(String(describing: error)); the post went on with the next handler."
+            }
+        }
+
+        /// Whether two diagnostics say the same: same case and same values; errors (which are
+        /// not `Equatable`) compare by type and by `String(describing:)`.
+        ///
+        /// - Threading: a pure function of its arguments, safe anywhere; it calls an error's
+        ///   `description` (user code) for `handlerThrew`.
+        public static func == (lhs: Diagnostic, rhs: Diagnostic) -> Bool {
+            switch (lhs, rhs) {
+            case (.manySubscriptions(let a, let b, let c), .manySubscriptions(let x, let y, let z)):
+                return a == x && b == y && c == z
+            case (.deepNesting(let a, let b), .deepNesting(let x, let y)): return a == x && b == y
+            case (.unheardPost(let a), .unheardPost(let x)): return a == x
+            case (.droppedPosts(let a, let b), .droppedPosts(let x, let y)): return a == x && b == y
+            case (.subscriberGone(let a, let b, let c), .subscriberGone(let x, let y, let z)):
+                return a == x && b == y && c == z
+            case (.handlerThrew(let a, let b, let c), .handlerThrew(let x, let y, let z)):
+                return a == x && b == y && type(of: c) == type(of: z)
+                    && String(describing: c) == String(describing: z)
+            default: return false
             }
         }
     }
@@ -183,6 +219,20 @@ extension PostCenter: _EngineReporting {
         guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics else { return }
         let place = _CallSites.shared.site(site).map { SubscriptionSite(fileID: $0.fileID, line: $0.line, count: 1) }
         diagnostics.report(.subscriberGone(name: key.name, subscriber: subscriber, site: place))
+    }
+
+    /// Reports that the handler of the subscription made at `site` threw `error` in a post of
+    /// `key`: to `diagnostics` when set, else printed once per call site. Runs where the handler
+    /// ran, unlocked.
+    func _noteHandlerThrew(_ key: _NameKey, site: UInt16, _ error: any Error) {
+        guard _diagnosing.load(ordering: .acquiring), let diagnostics = self.diagnostics else {
+            _ThrownErrors.printOnce(key.name, site: site, error)
+            return
+        }
+        let place = _CallSites.shared.site(site).map { SubscriptionSite(fileID: $0.fileID, line: $0.line, count: 1) }
+        diagnostics.report(
+            .handlerThrew(name: key.name, site: place ?? SubscriptionSite(fileID: "?", line: 0, count: 1), error: error)
+        )
     }
 
     /// Reports that a `Posts` sequence of `name` discarded `count` posts, if diagnostics are on.

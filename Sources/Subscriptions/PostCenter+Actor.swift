@@ -70,21 +70,25 @@ extension PostCenter {
     ///   - coalesced: When `true`, only the newest payload waits for the actor, as a post made
     ///     while a call is pending replaces its payload; the call runs in a detached task at
     ///     `.medium` priority, as without it. Ignored with `once: true`.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each payload. Held by the center until the token is
     ///     cancelled or deinitialised, then released.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     /// - Complexity: amortised O(1) per post, with no allocation in the steady state: one task
     ///   per burst of posts and actor, not one per post or per subscription.
     public func subscribe<A: Actor, Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, on actor: A, replay: Bool = false,
-        once: Bool = false, coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, Payload) -> Void
+        once: Bool = false, coalesced: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (isolated A, Payload) throws -> Void
     ) -> Subscription {
         _actorSubscription(
-            topic._key, sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID, line,
-            handler)
+            topic._key, sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, priority,
+            fileID, line, handler)
     }
 
     /// Subscribes `handler` to every post of `name`, running it isolated to `actor`, with the
@@ -116,34 +120,38 @@ extension PostCenter {
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
     ///   - coalesced: When `true`, only the newest envelope waits for the actor, as a post made
     ///     while a call is pending replaces it. Ignored with `once: true`.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The file of the call site, filled in by the compiler.
     ///   - line: The line of the call site, filled in by the compiler.
     ///   - handler: Called on `actor` with each post's envelope.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels.
     public func subscribe<A: Actor>(
         _ name: String, from sender: AnyObject? = nil, on actor: A, replay: Bool = false, once: Bool = false,
-        coalesced: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (isolated A, PostObject) -> Void
+        coalesced: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (isolated A, PostObject) throws -> Void
     ) -> Subscription {
         _actorSubscription(
-            _NameKey(name), sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, fileID,
-            line, handler)
+            _NameKey(name), sender: sender, actor: actor, replay: replay, once: once, coalesced: coalesced, priority,
+            fileID, line, handler)
     }
 
     /// The entry of an actor subscription, every option applied: a coalescing one unless it is a
     /// one-shot (whose one post needs no coalescing).
     func _actorSubscription<A: Actor, Payload: Sendable>(
-        _ key: _NameKey, sender: AnyObject?, actor: A, replay: Bool, once: Bool, coalesced: Bool, _ fileID: String,
-        _ line: Int, _ handler: @escaping @Sendable (isolated A, Payload) -> Void
+        _ key: _NameKey, sender: AnyObject?, actor: A, replay: Bool, once: Bool, coalesced: Bool, _ priority: Int,
+        _ fileID: String, _ line: Int, _ handler: @escaping @Sendable (isolated A, Payload) throws -> Void
     ) -> Subscription {
         if coalesced && !once {
             return _addCoalescingActor(
                 _CoalescingActorEntry(actor: actor, tracker: _deliveries, sender: sender, handler: handler), to: key,
-                replay: replay, fileID, line)
+                replay: replay, fileID, line, priority)
         }
         return _addActor(
             _ActorEntry(
                 queue: _actorQueue(for: actor), tracker: _deliveries, sender: sender, once: once, handler: handler),
-            to: key, replay: replay, fileID, line)
+            to: key, replay: replay, fileID, line, priority)
     }
 }

@@ -19,19 +19,23 @@ extension PostCenter {
     ///     first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it unpaced.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each post's envelope. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
     }
 
     /// Subscribes a `@MainActor` handler to the posts of `topic`.
@@ -45,19 +49,23 @@ extension PostCenter {
     ///     a post; with `from:`, only one posted `from:` that sender. A paced delivery calls it
     ///     later, as the first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called on the main actor with each payload. Held until the token is cancelled
     ///     or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread.
     public func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (Payload) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -74,17 +82,22 @@ extension PostCenter {
     ///   - replay: When `true`, the observer first gets the name's retained post, if any:
     ///     synchronously when subscribing on the main thread, else scheduled like a post (with a
     ///     paced delivery, later, as the first post the pacing sees).
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
     }
 
     /// Registers a `@MainActor` observer's method for `topic`, holding the observer weakly.
@@ -96,16 +109,21 @@ extension PostCenter {
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`: synchronously when subscribing on the main thread, else scheduled like
     ///     a post (with a paced delivery, later, as the first post the pacing sees).
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 }

@@ -29,19 +29,24 @@ extension PostCenter {
     ///   - observer: The object whose method is called. Held weakly.
     ///   - delivery: Where the method runs; ``Delivery/immediate`` by default.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, on the posting thread;
@@ -56,18 +61,22 @@ extension PostCenter {
     ///   - delivery: ``ImmediateDelivery/immediate``, the default.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     public func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
-        replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        selector: @escaping (Observer) -> (Payload) -> Void
+        replay: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, .immediate, selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, with any
@@ -79,17 +88,22 @@ extension PostCenter {
     ///   - delivery: Where the method runs.
     ///   - replay: When `true`, the observer first gets the name's retained post, if any and if it
     ///     is a `Payload`.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - selector: The method, as an unapplied reference such as `Screen.didLogin`.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the registration alive. Store it in the observer.
     /// - Threading: safe from any thread.
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 }

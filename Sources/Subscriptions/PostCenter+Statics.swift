@@ -28,12 +28,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
-            name, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
-            handler: handler)
+            name, from: sender, delivery: delivery, replay: replay, once: once, priority: priority, fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// `PostCenter.default.subscribe(name, delivery: .mainActor, …)`: subscribes a `@MainActor`
@@ -46,12 +46,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (PostObject) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
-            name, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
-            handler: handler)
+            name, from: sender, delivery: delivery, replay: replay, once: once, priority: priority, fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// `PostCenter.default.subscribe(topic, …)`: subscribes `handler` to the posts of `topic` on
@@ -64,12 +64,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
-        replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
-            topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
-            handler: handler)
+            topic, from: sender, delivery: delivery, replay: replay, once: once, priority: priority, fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// `PostCenter.default.subscribe(topic, delivery: delivery, …)`: subscribes `handler` to the
@@ -82,12 +82,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
-            topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
-            handler: handler)
+            topic, from: sender, delivery: delivery, replay: replay, once: once, priority: priority, fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// `PostCenter.default.subscribe(topic, delivery: .mainActor, …)`: subscribes a
@@ -100,12 +100,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: MainActorDelivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @MainActor (Payload) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @MainActor (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.subscribe(
-            topic, from: sender, delivery: delivery, replay: replay, once: once, fileID: fileID, line: line,
-            handler: handler)
+            topic, from: sender, delivery: delivery, replay: replay, once: once, priority: priority, fileID: fileID,
+            line: line, handler: handler)
     }
 
     // MARK: Registering
@@ -121,10 +121,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: Delivery = .immediate, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (PostObject) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            name, observer: observer, delivery: delivery, replay: replay, priority: priority, fileID: fileID,
+            line: line,
             selector: selector)
     }
 
@@ -138,10 +140,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject>(
         _ name: String, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (PostObject) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            name, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            name, observer: observer, delivery: delivery, replay: replay, priority: priority, fileID: fileID,
+            line: line,
             selector: selector)
     }
 
@@ -155,11 +159,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload>(
         _ topic: Topic<Payload>, observer: Observer, delivery: ImmediateDelivery = .immediate,
-        replay: Bool = false, fileID: String = #fileID, line: Int = #line,
-        selector: @escaping (Observer) -> (Payload) -> Void
+        replay: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            topic, observer: observer, delivery: delivery, replay: replay, priority: priority, fileID: fileID,
+            line: line,
             selector: selector)
     }
 
@@ -173,10 +178,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: Delivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping (Observer) -> (Payload) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            topic, observer: observer, delivery: delivery, replay: replay, priority: priority, fileID: fileID,
+            line: line,
             selector: selector)
     }
 
@@ -190,10 +197,12 @@ extension PostCenter {
     /// - Threading: safe from any thread.
     public static func register<Observer: AnyObject, Payload: Sendable>(
         _ topic: Topic<Payload>, observer: Observer, delivery: MainActorDelivery, replay: Bool = false,
-        fileID: String = #fileID, line: Int = #line, selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
         PostCenter.default.register(
-            topic, observer: observer, delivery: delivery, replay: replay, fileID: fileID, line: line,
+            topic, observer: observer, delivery: delivery, replay: replay, priority: priority, fileID: fileID,
+            line: line,
             selector: selector)
     }
 

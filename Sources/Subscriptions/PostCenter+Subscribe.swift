@@ -8,7 +8,12 @@
 ///   `.queue(q)` and the paced deliveries take a `Sendable` one, since it crosses threads;
 ///   `delivery: .mainActor` takes a `@MainActor` handler (in `PostCenter+MainActor.swift`);
 /// - `replay:`: start with the name's retained post (<doc:RetainedPosts>);
-/// - `once:`: deliver one post only, then end.
+/// - `once:`: deliver one post only, then end;
+/// - `priority:`: where the handler runs among the name's handlers (higher first; equal
+///   priorities in subscription order; default 0).
+///
+/// Every handler may throw: the post goes on with the next handler, and the error is reported
+/// as ``PostCenter/Diagnostic/handlerThrew(name:site:error:)``.
 ///
 /// Handlers isolated to an actor of your choice take `on:` instead of `delivery:`.
 extension PostCenter {
@@ -42,21 +47,25 @@ extension PostCenter {
     ///     once: the first post that reaches the subscription claims it, and the subscription
     ///     leaves the route before the handler runs (``Subscription/isActive`` turns `false`).
     ///     A paced delivery delivers that post with its base delivery.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each post's envelope. Held by the center until the token is
     ///     cancelled or deinitialised (or its one post was delivered), then released.
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line)
+        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, on the
@@ -81,20 +90,24 @@ extension PostCenter {
     ///   - replay: When `true`, the handler first gets the name's retained post, if any and if it
     ///     is a `Payload` (with `from:`, only one posted `from:` that sender).
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload on the posting thread. Held until the token is
     ///     cancelled or deinitialised (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     public func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
-        replay: Bool = false, once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, with any
@@ -110,20 +123,24 @@ extension PostCenter {
     ///     delivery, as the first post the pacing sees.
     ///   - once: When `true`, exactly one post is delivered, even under concurrent posts; a paced
     ///     delivery delivers it with its base delivery.
+    ///   - priority: Where the handler runs among the name\'s handlers: higher first; equal
+    ///     priorities in subscription order. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
     ///   - line: The caller's line; leave the default.
     ///   - handler: Called with each payload. Held until the token is cancelled or deinitialised
     ///     (or its one post was delivered).
+    ///     It may throw; the post then goes on with the next handler, and the error is reported as
+    ///     `handlerThrew` (Guarantees, "Handlers that throw").
     /// - Returns: The token that keeps the subscription alive. Dropping it cancels at once.
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe<Payload: Sendable>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: Delivery, replay: Bool = false,
-        once: Bool = false, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) -> Void
+        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line)
+        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
     }
 }

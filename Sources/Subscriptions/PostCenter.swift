@@ -46,7 +46,7 @@ public final class PostCenter: Sendable {
     /// The latest retained post of each name (see `Engine/Retained.swift`).
     let _retained = _PlatformMutex(_RetainedTable())
     /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
-    let _deliveries = _DeliveryTracker()
+    let _deliveries: _DeliveryTracker
     /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
     let _sequences = _PostsRegistry()
     /// The run queue of each actor that handlers are isolated to (see `Engine/ActorEntry.swift`).
@@ -57,8 +57,10 @@ public final class PostCenter: Sendable {
     /// When the center deinitialises, tokens still alive become inactive and harmless, and
     /// ``Posts`` sequences of it finish after yielding what they buffered.
     public init() {
-        _stripes = _Stripes(count: 16)
-        _deliveries.reporter = self
+        let deliveries = _DeliveryTracker()
+        _deliveries = deliveries
+        _stripes = _Stripes(count: 16, tracker: deliveries)
+        deliveries.reporter = self
     }
 
     deinit {

@@ -240,7 +240,7 @@ extension PostCenter.Diagnostic {
     fileprivate var name: String {
         switch self {
         case .manySubscriptions(let name, _, _), .deepNesting(let name, _), .unheardPost(let name),
-            .droppedPosts(let name, _), .subscriberGone(let name, _, _):
+            .droppedPosts(let name, _), .subscriberGone(let name, _, _), .handlerThrew(let name, _, _):
             return name
         }
     }

@@ -17,6 +17,23 @@ struct Guarantee03PostCount {
         #expect(center.post("other") == 0)
     }
 
+    /// A handler that threw counts as run: immediate ones (called directly or through an option)
+    /// and queued ones, whose throw comes after `post` returned.
+    @Test(.tags(.pin)) func aHandlerThatThrewCountsAsRun() async {
+        struct Failed: Error {}
+        let center = PostCenter()
+        center.diagnostics = .init { _ in }
+        let queue = makeSerialQueue("delivery.throws")
+        let direct = center.subscribe("x") { _ in throw Failed() }
+        let once = center.subscribe("x", once: true) { _ in throw Failed() }
+        let queued = center.subscribe("x", delivery: .queue(queue)) { _ in throw Failed() }
+        let typed = center.subscribe(Topic<Int>("x")) { _ in throw Failed() }
+        #expect(center.post(Topic<Int>("x"), 1) == 4)
+        #expect(center.post("x") == 2)  // the one-shot fired; the typed one takes no envelope
+        await center.waitForPendingDeliveries()
+        withExtendedLifetime((direct, once, queued, typed)) {}
+    }
+
     @Test(.tags(.pin)) func postReturnsHowManyHandlersRanOrWereScheduled() {
         final class Observer {
             func didPost(_ post: PostObject) {}

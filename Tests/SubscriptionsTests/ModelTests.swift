@@ -18,7 +18,10 @@ struct ModelTests {
     /// 10 seeds × 10,000 operations: every kind of subscription (plain, typed, one-shot,
     /// sender-filtered, selector with or without the observer owning its token), immediate and
     /// queued delivery, protocol observers (added, observed with a token, removed, notified),
-    /// nested operations from inside handlers and notify bodies, observer and sender deaths.
+    /// nested operations from inside handlers and notify bodies, observer and sender deaths, and
+    /// handlers that throw after they ran (one subscription in four: `ModelCheck.throwing`), and
+    /// priorities (`ModelCheck.priority`: the model inserts each subscription after every one of
+    /// a priority at least its own).
     ///
     /// Each run is seconds of synchronous work (minutes under ThreadSanitizer) that waits for
     /// queues to drain: it runs on a thread of its own, so that it holds none of the two threads
@@ -358,6 +361,11 @@ struct ModelGenerator {
 
 // MARK: - Running and shrinking
 
+/// What a throwing handler of the model throws: its subscription's identifier.
+struct ModelThrow: Error {
+    let id: Int
+}
+
 struct ModelFailure {
     /// Index of the diverging operation in the original sequence.
     let originalIndex: Int
@@ -379,6 +387,12 @@ struct ModelFailure {
 enum ModelCheck {
     /// Handlers run their nested operation only while at most this many handlers are running.
     static let maxDepth = 3
+
+    /// Whether the handler of subscription `id` throws (`ModelThrow`) after it ran: one in four.
+    static func throwing(_ id: Int) -> Bool { id % 4 == 3 }
+
+    /// The priority subscription `id` is made at: mostly the default, some higher, some lower.
+    static func priority(_ id: Int) -> Int { [0, 0, 0, 2, -1, 1, 0, 2][id % 8] }
 
     /// Runs `ops` on a fresh center and model; the first divergence, if any.
     static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
@@ -560,7 +574,14 @@ final class RealSide: @unchecked Sendable {
     let queue = DispatchQueue(label: "model.queue")
     var suspended = true
 
-    init() { queue.suspend() }
+    init() {
+        queue.suspend()
+        // A handler that threw is reported right after it returns, where it ran: the log gets
+        // the report between the handler's own lines and the next handler's.
+        center.diagnostics = .init { [weak self] issue in
+            if case .handlerThrew(_, _, let error as ModelThrow) = issue { self?.log.append("threw #\(error.id)") }
+        }
+    }
 
     var tokenIDs: [Int] {
         Array(tokens.keys) + observers.values.flatMap { $0.tokens.keys }
@@ -679,9 +700,11 @@ final class RealSide: @unchecked Sendable {
         return listed.map { ($0 as! ModelObserver).slot }
     }
 
-    /// What every handler does: log the call, then run the nested operation if not too deep.
-    func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) {
+    /// What every handler does: log the call, then run the nested operation if not too deep;
+    /// then throw, for the subscriptions that `ModelCheck.throwing` picks.
+    func handled(_ id: Int, _ serial: Int, _ description: String, _ nested: ModelOp?) throws {
         ran("#\(id).\(serial) \(description)", nested)
+        if ModelCheck.throwing(id) { throw ModelThrow(id: id) }
     }
 
     func ran(_ call: String, _ nested: ModelOp?) {
@@ -737,12 +760,12 @@ final class RealSide: @unchecked Sendable {
     /// go of it) and reports to `handled`.
     func handler<Payload>(
         _ id: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
-    ) -> @Sendable (Payload) -> Void {
+    ) -> @Sendable (Payload) throws -> Void {
         let capture = Reliability.Capture(captures)
         let serial = self.serial
         return { [weak self] payload in
             withExtendedLifetime(capture) {}
-            self?.handled(id, serial, describe(payload), nested)
+            try self?.handled(id, serial, describe(payload), nested)
         }
     }
 
@@ -752,19 +775,21 @@ final class RealSide: @unchecked Sendable {
     ) -> Subscription {
         let body = handler(id, nested, describe)
         let serial = self.serial
+        let priority = ModelCheck.priority(id)
         let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
         switch style {
         case .handler where delivery == .mainActor:
-            return center.subscribe(name, delivery: .mainActor, handler: body)
-        case .handler: return center.subscribe(name, delivery: route, handler: body)
-        case .once: return center.subscribe(name, delivery: route, once: true, handler: body)
-        case .filtered: return center.subscribe(name, from: sender!, delivery: route, handler: body)
+            return center.subscribe(name, delivery: .mainActor, priority: priority, handler: body)
+        case .handler: return center.subscribe(name, delivery: route, priority: priority, handler: body)
+        case .once: return center.subscribe(name, delivery: route, once: true, priority: priority, handler: body)
+        case .filtered: return center.subscribe(name, from: sender!, delivery: route, priority: priority, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)
             if delivery == .mainActor {
-                return center.register(name, observer: observer!, delivery: .mainActor, selector: selector)
+                return center.register(
+                    name, observer: observer!, delivery: .mainActor, priority: priority, selector: selector)
             }
-            return center.register(name, observer: observer!, delivery: route, selector: selector)
+            return center.register(name, observer: observer!, delivery: route, priority: priority, selector: selector)
         }
     }
 
@@ -774,19 +799,22 @@ final class RealSide: @unchecked Sendable {
     ) -> Subscription {
         let body = handler(id, nested, describe)
         let serial = self.serial
+        let priority = ModelCheck.priority(id)
         let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
         switch style {
         case .handler where delivery == .mainActor:
-            return center.subscribe(topic, delivery: .mainActor, handler: body)
-        case .handler: return center.subscribe(topic, delivery: route, handler: body)
-        case .once: return center.subscribe(topic, delivery: route, once: true, handler: body)
-        case .filtered: return center.subscribe(topic, from: sender!, delivery: route, handler: body)
+            return center.subscribe(topic, delivery: .mainActor, priority: priority, handler: body)
+        case .handler: return center.subscribe(topic, delivery: route, priority: priority, handler: body)
+        case .once: return center.subscribe(topic, delivery: route, once: true, priority: priority, handler: body)
+        case .filtered:
+            return center.subscribe(topic, from: sender!, delivery: route, priority: priority, handler: body)
         case .observer:
             let selector = observerSelector(id, serial, nested, describe)
             if delivery == .mainActor {
-                return center.register(topic, observer: observer!, delivery: .mainActor, selector: selector)
+                return center.register(
+                    topic, observer: observer!, delivery: .mainActor, priority: priority, selector: selector)
             }
-            return center.register(topic, observer: observer!, delivery: route, selector: selector)
+            return center.register(topic, observer: observer!, delivery: route, priority: priority, selector: selector)
         }
     }
 
@@ -795,12 +823,12 @@ final class RealSide: @unchecked Sendable {
     /// but a `Reliability.Capture`.
     func observerSelector<Payload>(
         _ id: Int, _ serial: Int, _ nested: ModelOp?, _ describe: @escaping @Sendable (Payload) -> String
-    ) -> @Sendable (ModelObserver) -> (Payload) -> Void {
+    ) -> @Sendable (ModelObserver) -> (Payload) throws -> Void {
         let capture = Reliability.Capture(captures)
         return { [weak self] observer in
             { payload in
                 withExtendedLifetime((capture, observer)) {}
-                self?.handled(id, serial, describe(payload), nested)
+                try self?.handled(id, serial, describe(payload), nested)
             }
         }
     }
@@ -1047,7 +1075,10 @@ final class ReferenceModel {
         entries[serial] = Entry(
             id: id, serial: serial, name: name, payload: payload, once: once, delivery: delivery, nested: nested,
             observer: observer, owned: owned, sender: sender)
-        routes[name].append(serial)
+        // After every entry of a priority at least its own, before the others.
+        let priority = ModelCheck.priority(id)
+        let place = routes[name].lastIndex { ModelCheck.priority(entries[$0]!.id) >= priority }.map { $0 + 1 } ?? 0
+        routes[name].insert(serial, at: place)
         drop(id)
         present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }
@@ -1116,6 +1147,8 @@ final class ReferenceModel {
 
     func call(_ e: Entry, _ description: String) {
         call("#\(e.id).\(e.serial) \(description)", e.nested)
+        // It threw: reported right after it returned, and the post went on (counted as run).
+        if ModelCheck.throwing(e.id) { log.append("threw #\(e.id)") }
     }
 
     /// A handler or notify body runs: it logs, then runs its nested operation if not too deep.

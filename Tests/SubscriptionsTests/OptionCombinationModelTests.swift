@@ -11,6 +11,8 @@ import Testing
 /// subscription's deliveries in order, `post`'s count, `isActive`, `subscriptionCount(for:)`,
 /// and the retained post as each payload type and as an envelope. The typed and plain posts of
 /// the name share one retained slot, so it is retained, replayed and cleared in every direction.
+/// One subscription in three throws after each delivery: that changes none of the above, and
+/// the center reports each of those throws exactly once (`Diagnostic.handlerThrew`).
 @Suite("Option combinations, model-based", .tags(.modelBased), .timeLimit(.minutes(2)))
 @MainActor
 struct OptionCombinationModelTests {
@@ -181,6 +183,11 @@ private final class ComboSender: Sendable {}
 private actor ComboActor {}
 
 @MainActor
+/// What a throwing handler of the run throws: its subscription's index.
+private struct ComboThrow: Error {
+    let index: Int
+}
+
 private struct ComboRun {
     let seed: UInt64
     var random: SplitMix
@@ -195,12 +202,21 @@ private struct ComboRun {
     let actor = ComboActor()
     var tokens: [Subscription] = []
     var logs: [Recorder<String>] = []
+    /// The subscription index of each `Diagnostic.handlerThrew` the center reported, in order.
+    let thrown = Recorder<Int>()
     var filteredReplays: Int { model.filteredReplays }
 
     init(seed: UInt64) {
         self.seed = seed
         random = SplitMix(seed)
+        center.diagnostics = .init { [thrown] issue in
+            if case .handlerThrew(_, _, let error as ComboThrow) = issue { thrown.append(error.index) }
+        }
     }
+
+    /// Whether the handler of subscription `i` throws after it logged: one in three. Throwing
+    /// changes nothing the model sees; every delivery it got is reported once.
+    static func throwing(_ i: Int) -> Bool { i % 3 == 1 }
 
     /// Runs `operations` random operations; returns a report of the first divergence, if any.
     mutating func run(operations: Int) async -> String? {
@@ -260,8 +276,13 @@ private struct ComboRun {
         switch op {
         case .subscribe(let payload, let delivery, let from, let replay, let once):
             let log = Recorder<String>()
+            let index = logs.count
             logs.append(log)
-            tokens.append(subscribe(payload, delivery, from: sender(from), replay: replay, once: once, log: log))
+            tokens.append(
+                subscribe(payload, delivery, from: sender(from), replay: replay, once: once) { seen in
+                    log.append(seen)
+                    if Self.throwing(index) { throw ComboThrow(index: index) }
+                })
             model.subscribe(payload, from: from, replay: replay, once: once)
         case .post(let post, let from, let retain):
             let count: Int
@@ -303,6 +324,13 @@ private struct ComboRun {
 
     /// Compares everything observable with the model.
     func check() -> String? {
+        let reports = thrown.values
+        for i in tokens.indices where Self.throwing(i) {
+            let reported = reports.filter { $0 == i }.count
+            if reported != model.subs[i].log.count {
+                return "#\(i) (\(subscriptionOp(i))) threw \(model.subs[i].log.count) times, \(reported) reported"
+            }
+        }
         for i in tokens.indices {
             let seen = logs[i].values
             if seen != model.subs[i].log {
@@ -357,7 +385,7 @@ private struct ComboRun {
     /// Subscribes with exactly the options drawn, through the public overload that takes them.
     func subscribe(
         _ payload: ComboPayload, _ delivery: ComboDelivery, from: ComboSender?, replay: Bool, once: Bool,
-        log: Recorder<String>
+        log: @escaping @Sendable (String) throws -> Void
     ) -> Subscription {
         switch payload {
         case .object:
@@ -366,95 +394,95 @@ private struct ComboRun {
                 if let s = post.payload(as: String.self) { return "s\(s)" }
                 return "f\(post.flag)"
             } log: {
-                log.append($0)
+                try log($0)
             }
         case .int:
             return subscribeTopic(ints, delivery, from: from, replay: replay, once: once) {
                 "i\($0)"
             } log: {
-                log.append($0)
+                try log($0)
             }
         case .string:
             return subscribeTopic(strings, delivery, from: from, replay: replay, once: once) {
                 "s\($0)"
             } log: {
-                log.append($0)
+                try log($0)
             }
         }
     }
 
     func subscribeTopic<Payload: Sendable>(
         _ topic: Topic<Payload>, _ delivery: ComboDelivery, from: ComboSender?, replay: Bool, once: Bool,
-        format: @escaping @Sendable (Payload) -> String, log: @escaping @Sendable (String) -> Void
+        format: @escaping @Sendable (Payload) -> String, log: @escaping @Sendable (String) throws -> Void
     ) -> Subscription {
         switch delivery {
         case .immediate:
-            return center.subscribe(topic, from: from, replay: replay, once: once) { log(format($0)) }
+            return center.subscribe(topic, from: from, replay: replay, once: once) { try log(format($0)) }
         case .queue:
             return center.subscribe(topic, from: from, delivery: .queue(queue), replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .queueCoalesced:
             return center.subscribe(topic, from: from, delivery: .queue(queue).coalesced, replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .queueThrottled:
             return center.subscribe(
                 topic, from: from, delivery: .queue(queue).throttled(.milliseconds(1)), replay: replay, once: once
-            ) { log(format($0)) }
+            ) { try log(format($0)) }
         case .mainActor:
             return center.subscribe(topic, from: from, delivery: .mainActor, replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .mainActorDebounced:
             return center.subscribe(
                 topic, from: from, delivery: .mainActor.debounced(.milliseconds(1)), replay: replay, once: once
-            ) { log(format($0)) }
+            ) { try log(format($0)) }
         case .actor:
             return center.subscribe(topic, from: from, on: actor, replay: replay, once: once) { _, value in
-                log(format(value))
+                try log(format(value))
             }
         case .actorCoalesced:
             return center.subscribe(topic, from: from, on: actor, replay: replay, once: once, coalesced: true) {
-                _, value in log(format(value))
+                _, value in try log(format(value))
             }
         }
     }
 
     func subscribeName(
         _ delivery: ComboDelivery, from: ComboSender?, replay: Bool, once: Bool,
-        format: @escaping @Sendable (PostObject) -> String, log: @escaping @Sendable (String) -> Void
+        format: @escaping @Sendable (PostObject) -> String, log: @escaping @Sendable (String) throws -> Void
     ) -> Subscription {
         switch delivery {
         case .immediate:
-            return center.subscribe(name, from: from, replay: replay, once: once) { log(format($0)) }
+            return center.subscribe(name, from: from, replay: replay, once: once) { try log(format($0)) }
         case .queue:
             return center.subscribe(name, from: from, delivery: .queue(queue), replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .queueCoalesced:
             return center.subscribe(name, from: from, delivery: .queue(queue).coalesced, replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .queueThrottled:
             return center.subscribe(
                 name, from: from, delivery: .queue(queue).throttled(.milliseconds(1)), replay: replay, once: once
-            ) { log(format($0)) }
+            ) { try log(format($0)) }
         case .mainActor:
             return center.subscribe(name, from: from, delivery: .mainActor, replay: replay, once: once) {
-                log(format($0))
+                try log(format($0))
             }
         case .mainActorDebounced:
             return center.subscribe(
                 name, from: from, delivery: .mainActor.debounced(.milliseconds(1)), replay: replay, once: once
-            ) { log(format($0)) }
+            ) { try log(format($0)) }
         case .actor:
             return center.subscribe(name, from: from, on: actor, replay: replay, once: once) { _, post in
-                log(format(post))
+                try log(format(post))
             }
         case .actorCoalesced:
             return center.subscribe(name, from: from, on: actor, replay: replay, once: once, coalesced: true) {
-                _, post in log(format(post))
+                _, post in try log(format(post))
             }
         }
     }

@@ -35,7 +35,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
 
     /// The actor, held weakly by the run queue: `nil` once it is gone.
     var actor: A? { queue.actor }
-    @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
+    @exclusivity(unchecked) var handler: ((isolated A, Payload) throws -> Void)?
     /// Payloads posted and not yet taken by the draining task, oldest first. Guarded by `locked`.
     @exclusivity(unchecked) private var pending = _PayloadBuffer()
     /// An empty buffer with capacity, handed to the next draining task. Guarded by `locked`.
@@ -70,7 +70,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
 
     init(
         queue: _ActorRunQueue<A>, tracker: _DeliveryTracker?, sender: AnyObject? = nil, once: Bool = false,
-        handler: @escaping (isolated A, Payload) -> Void
+        handler: @escaping (isolated A, Payload) throws -> Void
     ) {
         self.queue = queue
         self.tracker = tracker
@@ -203,7 +203,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
                     // A spent one-shot still runs the one payload it won.
                     let now = state.load(ordering: .relaxed)
                     guard now == _Entry.active || now == _Entry.spent, let handler else { continue }
-                    handler(actor, first[i])
+                    do { try handler(actor, first[i]) } catch { _noteThrew(error, route: route) }
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)
@@ -547,10 +547,11 @@ extension PostCenter {
     /// leaves its route right after. The task starts after unlocking. See `Retained.swift` for
     /// why this hand-over is exact.
     func _addActor<A, Payload>(
-        _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+        _ entry: _ActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int = 0
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        guard replay else { return _add(entry, to: key) }
+        guard replay else { return _add(entry, to: key, priority: priority) }
         let (token, route, live, start, spent) = _retained.withLock { table in
             var start = false
             var spent = false
@@ -566,7 +567,7 @@ extension PostCenter {
                     start = entry.preload(payload)
                 }
             }
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, start, spent)
         }
         if spent { route._detach(entry) }
@@ -579,10 +580,11 @@ extension PostCenter {
     /// passes the sender filter) is the first payload its slot holds, so the first call gets it
     /// unless a newer post replaced it meanwhile, exactly as for a live post.
     func _addCoalescingActor<A, Payload>(
-        _ entry: _CoalescingActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+        _ entry: _CoalescingActorEntry<A, Payload>, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int = 0
     ) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        guard replay else { return _add(entry, to: key) }
+        guard replay else { return _add(entry, to: key, priority: priority) }
         let (token, route, live, start) = _retained.withLock { table in
             var start = false
             if let record = table.records[key.name] {
@@ -593,7 +595,7 @@ extension PostCenter {
                     start = entry.slot.offer(payload) != nil
                 }
             }
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, start)
         }
         _noteSubscriptionCount(key, live)

@@ -75,21 +75,30 @@ class _Entry: @unchecked Sendable {
     /// queued delivery that has not started yet keeps a reference). Called by the canceller once
     /// no frame can be running the handler any more.
     func releaseHandler() {}
+
+    /// Reports that this entry's handler, called for a post of `route`'s name, threw `error`
+    /// (see `ThrownErrors.swift`). Out of line: the cold path of every handler call.
+    @inline(never)
+    final func _noteThrew(_ error: any Error, route: _Route) {
+        route.noteThrew(error, site: site)
+    }
 }
 
 /// The hot path: a handler that runs on the posting thread, with no options. A post whose
 /// payload type is exactly `Payload` recognises this class by its metadata and calls `handler`
 /// directly, with no cast and no virtual dispatch.
 final class _Handler<Payload>: _Entry, @unchecked Sendable {
-    let handler: (Payload) -> Void
+    /// Throwing, so that a handler written with `try` needs no overload: a non-throwing closure
+    /// converts to it without a thunk, and a call costs one test of the error register more.
+    let handler: (Payload) throws -> Void
 
-    init(_ handler: @escaping (Payload) -> Void) {
+    init(_ handler: @escaping (Payload) throws -> Void) {
         self.handler = handler
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
         guard let payload = _extract(Payload.self, from: post) else { return false }
-        handler(payload)
+        do { try handler(payload) } catch { _noteThrew(error, route: route) }
         return true
     }
 }
@@ -98,14 +107,14 @@ final class _Handler<Payload>: _Entry, @unchecked Sendable {
 /// (A `(PostObject) -> Void` stored as a generic `(Payload) -> Void` would need a
 /// reabstraction thunk: one more allocation per subscription and one more call per delivery.)
 final class _EnvelopeHandler: _Entry, @unchecked Sendable {
-    let handler: (PostObject) -> Void
+    let handler: (PostObject) throws -> Void
 
-    init(_ handler: @escaping (PostObject) -> Void) {
+    init(_ handler: @escaping (PostObject) throws -> Void) {
         self.handler = handler
     }
 
     override func deliver(_ post: PostObject, sender: AnyObject?, route: _Route) -> Bool {
-        handler(post)
+        do { try handler(post) } catch { _noteThrew(error, route: route) }
         return true
     }
 }
@@ -129,7 +138,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// Returns `false` when it did not run. Cleared by `releaseHandler()` once cancelled: read
     /// only inside a frame after checking the state, written only after the canceller's wait, so
     /// the two never overlap.
-    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) -> Bool)?
+    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) throws -> Bool)?
     let executor: _Executor
     let once: Bool
     /// The observer of a selector registration (`observed`), held weakly.
@@ -156,7 +165,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
 
     init(
         executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?, tracker: _DeliveryTracker?,
-        invoke: @escaping (AnyObject?, Payload) -> Bool
+        invoke: @escaping (AnyObject?, Payload) throws -> Bool
     ) {
         self.invoke = invoke
         self.tracker = tracker
@@ -206,9 +215,9 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
         }
         switch executor {
         case .immediate:
-            return invoke?(target.observer, payload) ?? false
+            return call(target.observer, payload, route: route)
         case .mainActor where _isOnMainActor():
-            return invoke?(target.observer, payload) ?? false
+            return call(target.observer, payload, route: route)
         case .mainActor:
             if let mailbox {
                 mailbox.append(payload, entry: self, route: route)
@@ -237,7 +246,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
                 self,
                 call: { entry in
                     let target = entry.target()
-                    if target.alive { _ = entry.invoke?(target.observer, box.value.0) }
+                    if target.alive { _ = entry.call(target.observer, box.value.0, route: box.value.1) }
                 }, refused: { _ in })
         }
     }
@@ -247,7 +256,20 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
         route._inQueuedCall(self) {
             let target = target()
-            if target.alive { _ = invoke?(target.observer, value) }
+            if target.alive { _ = call(target.observer, value, route: route) }
+        }
+    }
+
+    /// Calls `invoke` (inside a frame, the state checked); an error it throws is reported
+    /// (`Diagnostic.handlerThrew`) and the call counts as run. Returns whether it ran: `false`
+    /// when the entry was released or the selector's observer is gone.
+    @inline(__always)
+    func call(_ observer: AnyObject?, _ payload: Payload, route: _Route) -> Bool {
+        do {
+            return try invoke?(observer, payload) ?? false
+        } catch {
+            route.noteThrew(error, site: site)
+            return true
         }
     }
 

@@ -8,16 +8,17 @@
 extension PostCenter {
     /// Records the call site in `entry`, then registers it under `key`.
     @inline(__always)
-    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int) -> Subscription {
+    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int, _ priority: Int = 0) -> Subscription {
         entry.site = _CallSites.shared.intern(fileID, line)
-        return _add(entry, to: key)
+        return _add(entry, to: key, priority: priority)
     }
 
     /// The entry of a `subscribe` whose handler runs where `delivery` says, with every option
     /// applied. A one-shot delivers its one post with the base delivery: pacing is ignored. A
     /// paced entry replays through its slot (`_addPacedReplaying`), any other through `_Replay`.
     func _handlerEntry<Payload>(
-        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool, _ handler: @escaping (Payload) -> Void
+        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool,
+        _ handler: @escaping (Payload) throws -> Void
     ) -> _Entry {
         let executor = delivery._executor
         let pacing = once ? nil : delivery._pacing()
@@ -27,7 +28,8 @@ extension PostCenter {
 
     /// `_handlerEntry` for envelopes: the direct-call `_EnvelopeHandler` when there is no option.
     func _envelopeEntry(
-        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool, _ handler: @escaping (PostObject) -> Void
+        _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool,
+        _ handler: @escaping (PostObject) throws -> Void
     ) -> _Entry {
         if case .immediate = delivery, sender == nil, !replay, !once { return _EnvelopeHandler(handler) }
         return _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
@@ -37,7 +39,7 @@ extension PostCenter {
     /// direct-call `_MainHandler` when there is none.
     func _mainActorHandlerEntry<Payload>(
         _ delivery: MainActorDelivery, sender: AnyObject?, replay: Bool, once: Bool,
-        _ handler: @escaping @MainActor (Payload) -> Void
+        _ handler: @escaping @MainActor (Payload) throws -> Void
     ) -> _Entry {
         let pacing = once ? nil : delivery._pacing()
         if pacing == nil, sender == nil, !replay, !once { return _mainHandler(handler) }
@@ -47,11 +49,11 @@ extension PostCenter {
     /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
     func _makeEntry<Payload>(
         _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
-        _ handler: @escaping (Payload) -> Void
+        _ handler: @escaping (Payload) throws -> Void
     ) -> _Entry {
         if let pacing, !once {
             return _pacedEntry(executor, pacing, observer: nil, sender: sender) { (_, payload: Payload) in
-                handler(payload)
+                try handler(payload)
                 return true
             }
         }
@@ -60,7 +62,7 @@ extension PostCenter {
         return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor))
         {
             _, payload in
-            handler(payload)
+            try handler(payload)
             return true
         }
     }
@@ -69,11 +71,11 @@ extension PostCenter {
     /// it, loaded, to the calling closure.
     func _observerEntry<Observer: AnyObject, Payload>(
         _ observer: Observer, _ executor: _Executor, pacing: Pacing? = nil,
-        _ selector: @escaping (Observer) -> (Payload) -> Void
+        _ selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> _Entry {
-        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
+        let invoke: (AnyObject?, Payload) throws -> Bool = { target, payload in
             guard let target else { return false }
-            selector(unsafeDowncast(target, to: Observer.self))(payload)
+            try selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true
         }
         if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
@@ -84,7 +86,7 @@ extension PostCenter {
     }
 
     /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.
-    func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) -> Void) -> _Entry {
+    func _mainHandler<Payload>(_ handler: @escaping @MainActor (Payload) throws -> Void) -> _Entry {
         // Global-actor isolation does not change a function's representation; the entry calls it
         // only on the main actor (see `_MainHandler`).
         _MainHandler(_nonisolated(handler), mailbox: _deliveries.main)
@@ -93,11 +95,11 @@ extension PostCenter {
     /// The entry of a `@MainActor` handler with an option (one-shot, sender, pacing, replay).
     func _mainActorEntry<Payload>(
         once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
-        _ handler: @escaping @MainActor (Payload) -> Void
+        _ handler: @escaping @MainActor (Payload) throws -> Void
     ) -> _Entry {
-        let invoke: (AnyObject?, Payload) -> Bool = { _, payload in
+        let invoke: (AnyObject?, Payload) throws -> Bool = { _, payload in
             let box = _UncheckedSendable(payload)
-            MainActor.assumeIsolated { handler(box.value) }
+            try MainActor.assumeIsolated { try handler(box.value) }
             return true
         }
         if let pacing, !once { return _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke) }
@@ -108,12 +110,13 @@ extension PostCenter {
     /// The entry of a `@MainActor` observer's method: the observer is held weakly and loaded for
     /// each call.
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
-        _ observer: Observer, pacing: Pacing? = nil, _ selector: @escaping @MainActor (Observer) -> (Payload) -> Void
+        _ observer: Observer, pacing: Pacing? = nil,
+        _ selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> _Entry {
-        let invoke: (AnyObject?, Payload) -> Bool = { target, payload in
+        let invoke: (AnyObject?, Payload) throws -> Bool = { target, payload in
             guard let target else { return false }
             let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
-            MainActor.assumeIsolated { selector(box.value.0)(box.value.1) }
+            try MainActor.assumeIsolated { try selector(box.value.0)(box.value.1) }
             return true
         }
         if let pacing { return _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke) }

@@ -28,16 +28,17 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
 
     /// `handler` is a main-actor function stored as a plain one (see `_nonisolated`): it is only
     /// called on the main actor.
-    init(_ handler: @escaping (Payload) -> Void, mailbox: _Mailbox) {
+    init(_ handler: @escaping (Payload) throws -> Void, mailbox: _Mailbox) {
         self.function = _InPlaceFunction(handler)
         self.mailbox = mailbox
     }
 
     /// Calls the handler: only on the main actor, inside a frame, after checking the entry's
     /// state (the post path, once the post knows it runs on the main actor).
+    /// Rethrows what the handler throws, for the caller to report.
     @inline(__always)
-    func call(_ payload: Payload) {
-        function.call(payload)
+    func call(_ payload: Payload) throws {
+        try function.call(payload)
     }
 
     /// The post path when the post does not know yet where it runs, or knows it runs elsewhere
@@ -48,7 +49,7 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     @discardableResult
     func take(_ payload: Payload, onMainActor: Bool, route: Unmanaged<_Route>) -> Bool {
         if onMainActor {
-            call(payload)
+            do { try call(payload) } catch { route._withUnsafeGuaranteedRef { _noteThrew(error, route: $0) } }
             return true
         }
         enqueue(payload, route: route)
@@ -78,7 +79,9 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
 
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        route._inQueuedCall(self) { call(value) }
+        route._inQueuedCall(self) {
+            do { try call(value) } catch { _noteThrew(error, route: route) }
+        }
     }
 
     override func dropQueued(_ payload: UnsafeMutableRawPointer) {
@@ -94,9 +97,9 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
 /// `var` of a class borrows it in place instead of copying it (a retain and a release of its
 /// context per call). Replacing the value releases the function and what it captured.
 struct _InPlaceFunction<Payload>: ~Copyable {
-    private let function: (Payload) -> Void
+    private let function: (Payload) throws -> Void
 
-    init(_ function: @escaping (Payload) -> Void) {
+    init(_ function: @escaping (Payload) throws -> Void) {
         self.function = function
     }
 
@@ -106,8 +109,8 @@ struct _InPlaceFunction<Payload>: ~Copyable {
     }
 
     @inline(__always)
-    borrowing func call(_ payload: Payload) {
-        function(payload)
+    borrowing func call(_ payload: Payload) throws {
+        try function(payload)
     }
 }
 
@@ -116,15 +119,15 @@ struct _InPlaceFunction<Payload>: ~Copyable {
 /// so a bit cast between the two structs converts without the reabstraction thunks that casting
 /// the function itself (through `unsafeBitCast`'s generic parameters) adds.
 private struct _MainActorFunction<Payload> {
-    let function: @MainActor (Payload) -> Void
+    let function: @MainActor (Payload) throws -> Void
 }
 
 private struct _PlainFunction<Payload> {
-    let function: (Payload) -> Void
+    let function: (Payload) throws -> Void
 }
 
 /// `function` as a plain function, to be called only on the main actor.
-func _nonisolated<Payload>(_ function: @escaping @MainActor (Payload) -> Void) -> (Payload) -> Void {
+func _nonisolated<Payload>(_ function: @escaping @MainActor (Payload) throws -> Void) -> (Payload) throws -> Void {
     unsafeBitCast(_MainActorFunction(function: function), to: _PlainFunction<Payload>.self).function
 }
 

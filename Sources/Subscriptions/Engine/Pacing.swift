@@ -273,7 +273,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     // read only inside a queued-call frame after checking the state; the weak references are
     // written only in `init`; `slot` is locked.
 
-    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) -> Bool)?
+    @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) throws -> Bool)?
     let queue: DispatchQueue
     let slot: _PaceSlot<Payload>
     /// The observer of a selector registration (`observed`), held weakly.
@@ -292,7 +292,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
 
     init(
         queue: DispatchQueue, machine: _PacingMachine, observer: AnyObject?, sender: AnyObject?,
-        tracker: _DeliveryTracker?, invoke: @escaping (AnyObject?, Payload) -> Bool
+        tracker: _DeliveryTracker?, invoke: @escaping (AnyObject?, Payload) throws -> Bool
     ) {
         self.invoke = invoke
         self.queue = queue
@@ -364,7 +364,9 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
             case .wait(let delay): return delay
             case .call:
                 let observer = self.observer
-                if !observed || observer != nil { _ = invoke?(observer, payload.pointee) }
+                if !observed || observer != nil {
+                    do { _ = try invoke?(observer, payload.pointee) } catch { _noteThrew(error, route: route) }
+                }
                 payload.deinitialize(count: 1)  // inside the frame: a waiting `cancel()` returns after it
                 return slot.finished(epoch)
             }
@@ -409,7 +411,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     // written once in `init`; `slot` is locked.
 
     @exclusivity(unchecked) weak var actor: A?
-    @exclusivity(unchecked) var handler: ((isolated A, Payload) -> Void)?
+    @exclusivity(unchecked) var handler: ((isolated A, Payload) throws -> Void)?
     /// The pending payload. It counts with the center's tracker, so that
     /// `waitForPendingDeliveries()` waits for it as for every actor delivery.
     let slot: _PaceSlot<Payload>
@@ -424,7 +426,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
 
     init(
         actor: A, tracker: _DeliveryTracker?, sender: AnyObject? = nil,
-        handler: @escaping (isolated A, Payload) -> Void
+        handler: @escaping (isolated A, Payload) throws -> Void
     ) {
         self.actor = actor
         self.handler = handler
@@ -482,7 +484,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
                 let payload = scratch.baseAddress.unsafelyUnwrapped
                 let (wake, epoch) = slot.take(into: payload)
                 guard wake == .call else { return nil }  // coalesced: never `.wait`
-                handler?(actor, payload.pointee)
+                do { try handler?(actor, payload.pointee) } catch { _noteThrew(error, route: route) }
                 payload.deinitialize(count: 1)
                 return slot.finished(epoch)
             }

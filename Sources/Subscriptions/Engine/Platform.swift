@@ -20,6 +20,14 @@ package func _currentThreadID() -> UInt {
     #endif
 }
 
+/// Writes `text` to the standard error stream (file descriptor 2) in one `write`, unbuffered:
+/// the library's one message that is printed rather than reported (a handler threw and no
+/// diagnostics are set). Not `fputs(stderr)`: a C global variable, which Swift 6 rejects.
+func _writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+}
+
 /// Gives up the processor for a short while; `attempt` grows the pause from a yield to a
 /// sleep of at most a millisecond, so a long wait costs little CPU.
 package func _backoff(_ attempt: Int) {

@@ -10,9 +10,9 @@ struct _Stripes: @unchecked Sendable {
     let base: UnsafeMutablePointer<Unmanaged<_Stripe>>
     let mask: Int
 
-    init(count: Int) {
+    init(count: Int, tracker: _DeliveryTracker) {
         precondition(count > 0 && count & (count - 1) == 0)
-        owners = (0..<count).map { _ in _Stripe() }
+        owners = (0..<count).map { _ in _Stripe(tracker: tracker) }
         base = .allocate(capacity: count)
         for i in 0..<count { (base + i).initialize(to: .passUnretained(owners[i])) }
         mask = count - 1
@@ -39,8 +39,8 @@ struct _PostStart {
 
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
-    func _add(_ entry: _Entry, to key: _NameKey) -> Subscription {
-        let (token, live) = _insertToken(entry, to: key)
+    func _add(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> Subscription {
+        let (token, live) = _insertToken(entry, to: key, priority: priority)
         _noteSubscriptionCount(key, live)
         return token
     }
@@ -48,8 +48,10 @@ extension PostCenter {
     /// Registers `entry` under `key`; returns its token, the route it joined (the token's home,
     /// which keeps it alive) and the name's live count. Runs no user code, so it may be called
     /// under another lock (see `_addReplaying`).
-    func _insert(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, route: _Route, live: Int) {
-        let (token, live) = _insertToken(entry, to: key)
+    func _insert(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (
+        token: Subscription, route: _Route, live: Int
+    ) {
+        let (token, live) = _insertToken(entry, to: key, priority: priority)
         return (token, unsafeDowncast(token._home, to: _Route.self), live)
     }
 
@@ -57,7 +59,7 @@ extension PostCenter {
     /// retaining them (the center owns its stripes, the stripe's table its routes, and the lock
     /// is held), so the token's own reference is the only one taken.
     @inline(__always)
-    func _insertToken(_ entry: _Entry, to key: _NameKey) -> (token: Subscription, live: Int) {
+    func _insertToken(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (token: Subscription, live: Int) {
         _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state in
                 let token: Subscription
@@ -69,7 +71,7 @@ extension PostCenter {
                     token = Subscription(home: route, entry: entry)
                 }
                 let route = unsafeDowncast(token._home, to: _Route.self)
-                token._seq = route.lockedAppend(entry)
+                token._seq = route.lockedInsert(entry, priority: priority)
                 return (token, route.live)
             }
         }
@@ -110,8 +112,8 @@ extension PostCenter {
     /// its handler ran or was scheduled.
     @inline(__always)
     func _walk(
-        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) -> Void, main: () -> ObjectIdentifier,
-        callMain: (_Entry) -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
+        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) throws -> Void, main: () -> ObjectIdentifier,
+        callMain: (_Entry) throws -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
     ) -> Int {
         var delivered = 0
         let buffer = start.buffer
@@ -134,10 +136,10 @@ extension PostCenter {
                 guard entry.state.load(ordering: .relaxed) == _Entry.active else { return }
                 let kind = ObjectIdentifier(type(of: entry))
                 if kind == direct {
-                    call(entry)
+                    do { try call(entry) } catch { _noteThrew(error, start) }
                     delivered &+= 1
                 } else if UInt(bitPattern: kind) == mainHere {
-                    callMain(entry)
+                    do { try callMain(entry) } catch { _noteThrew(error, start) }
                     delivered &+= 1
                 } else if kind == main() {
                     let ask = mainHere == 0
@@ -216,9 +218,9 @@ extension PostCenter {
             var made: PostObject?
             return _walk(
                 start, direct: direct,
-                call: { unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+                call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
                 main: { main },
-                callMain: { unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
                 takeMain: { entry, onMainActor in
                     unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
                         payload, onMainActor: onMainActor, route: start.route)
@@ -232,6 +234,18 @@ extension PostCenter {
                         ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
                         : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
                 })
+        }
+    }
+
+    /// A handler that the walk called directly threw: reports it (see `ThrownErrors.swift`). Out
+    /// of line, so that the walk's loop keeps only the test of the error register; the entry is
+    /// the one the post's frame calls (`at`), so the loop need not keep it across the call.
+    @inline(never)
+    func _noteThrew(_ error: any Error, _ start: _PostStart) {
+        let entry = _SlotBuffer.entry(start.record.at(start.frame))
+        // Borrowed, not retained: the post's frame keeps the route and the entry alive.
+        entry._withUnsafeGuaranteedRef { entry in
+            start.route._withUnsafeGuaranteedRef { $0.noteThrew(error, site: entry.site) }
         }
     }
 
@@ -281,9 +295,9 @@ extension PostCenter {
             let object = makeEnvelope()
             return _walk(
                 start, direct: ObjectIdentifier(_EnvelopeHandler.self),
-                call: { unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+                call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
                 main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
-                callMain: { unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
                 takeMain: { entry, onMainActor in
                     unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
                         object, onMainActor: onMainActor, route: start.route)

@@ -1,9 +1,9 @@
-/// What the engine tells the layer above it while a center runs: the two events its diagnostics
+/// What the engine tells the layer above it while a center runs: the events its diagnostics
 /// watch. The engine calls only these requirements, and `PostCenter` meets them in
 /// `Diagnostics.swift`, so that the engine never reads the diagnostics' configuration or state
 /// and a change to what is reported (or how) stays out of `Engine/`.
 ///
-/// Both run on the thread that subscribed or posted, with no lock of the engine held: they may
+/// Each runs on the thread that subscribed, posted or ran the handler, with no lock of the engine held: they may
 /// call user code (`Diagnostics.report`) and back into the center.
 protocol _EngineReporting: AnyObject {
     /// A subscription just made `key` hold `live` live subscriptions. Called on every subscribe,
@@ -17,4 +17,9 @@ protocol _EngineReporting: AnyObject {
     /// A post of `key` reached a live subscription (made at call site `site`) whose `subscriber`
     /// (`"actor"` or `"observer"`) deallocated; called once per subscription, inside the post.
     func _noteSubscriberGone(_ key: _NameKey, _ subscriber: String, site: UInt16)
+
+    /// The handler of the subscription made at call site `site`, called for a post of `key`,
+    /// threw `error`. Called on the thread or actor that ran the handler, right after it threw,
+    /// before the next handler of the post runs.
+    func _noteHandlerThrew(_ key: _NameKey, site: UInt16, _ error: any Error)
 }

@@ -199,12 +199,13 @@ extension PostCenter {
 
     /// A handler entry that can replay: always an `_OptionsEntry`, never the direct-call `_Handler`.
     func _replayableEntry<Payload>(
-        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, _ handler: @escaping (Payload) -> Void
+        _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil,
+        _ handler: @escaping (Payload) throws -> Void
     ) -> _OptionsEntry<Payload> {
         let tracker = _tracker(executor)
         return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: tracker) {
             _, value in
-            handler(value)
+            try handler(value)
             return true
         }
     }
@@ -213,12 +214,13 @@ extension PostCenter {
     /// retained post first when `replay` is set (`entry` is then an `_OptionsEntry<Payload>` or a
     /// `_PacedEntry<Payload>`).
     func _add<Payload>(
-        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int
+        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int = 0
     ) -> Subscription {
-        guard replay else { return _add(entry, to: key, fileID, line) }
+        guard replay else { return _add(entry, to: key, fileID, line, priority) }
         entry.site = _CallSites.shared.intern(fileID, line)
-        if let paced = entry as? _PacedEntry<Payload> { return _addPacedReplaying(paced, to: key) }
-        return _addReplaying(entry, type, to: key)
+        if let paced = entry as? _PacedEntry<Payload> { return _addPacedReplaying(paced, to: key, priority) }
+        return _addReplaying(entry, type, to: key, priority)
     }
 
     /// Adds a paced `replay: true` subscription: the retained post (if it is a `Payload` and
@@ -227,7 +229,9 @@ extension PostCenter {
     /// post stored before that section and still walking is dropped by the entry (`replayed`);
     /// one stored after reaches it live. Later posts replace a payload that has not been called
     /// yet, exactly as for live posts: the retained post is the first post the pacing sees.
-    func _addPacedReplaying<Payload>(_ entry: _PacedEntry<Payload>, to key: _NameKey) -> Subscription {
+    func _addPacedReplaying<Payload>(
+        _ entry: _PacedEntry<Payload>, to key: _NameKey, _ priority: Int
+    ) -> Subscription {
         let (token, route, live, delay) = _retained.withLock { table in
             var delay: UInt64?
             if let record = table.records[key.name] {
@@ -239,7 +243,7 @@ extension PostCenter {
                     delay = entry.slot.offer(payload)
                 }
             }
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, delay)
         }
         _noteSubscriptionCount(key, live)
@@ -248,11 +252,13 @@ extension PostCenter {
     }
 
     /// Adds a `replay: true` subscription; see the comment at the top of this file.
-    func _addReplaying<Payload>(_ entry: _Entry, _ type: Payload.Type, to key: _NameKey) -> Subscription {
+    func _addReplaying<Payload>(
+        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, _ priority: Int
+    ) -> Subscription {
         let entry = unsafeDowncast(entry, to: _OptionsEntry<Payload>.self)
         entry.replay = _Replay()
         let (token, route, live, record) = _retained.withLock { table in
-            let (token, route, live) = _insert(entry, to: key)
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
             return (token, route, live, table.records[key.name])
         }
         _noteSubscriptionCount(key, live)

@@ -8,10 +8,14 @@ final class _Stripe: Sendable {
     let mutex: _PlatformMutex<_StripeState>
     /// The address of the current `_NameTable`.
     let table: Atomic<UInt>
+    /// The center's tracker, through which a route reports a handler that threw (its
+    /// `reporter` is the center, held weakly). Read only on that cold path.
+    let tracker: _DeliveryTracker
     /// Keeps stripes allocated one after another on different cache lines.
     private let _padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
 
-    init() {
+    init(tracker: _DeliveryTracker) {
+        self.tracker = tracker
         let initial = _NameTable.allocate(capacity: 8)
         mutex = _PlatformMutex(_StripeState(table: initial))
         table = Atomic(initial.bits)
@@ -129,6 +133,13 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @exclusivity(unchecked) var retired: [_SlotBuffer] = []
     /// The slots of the buffers in `retired`, summed (their capacities).
     @exclusivity(unchecked) var retiredSlots = 0
+    /// The priority of each live entry subscribed at a priority other than 0, by slot word;
+    /// empty on a route whose entries all have the default (the common case costs one check).
+    @exclusivity(unchecked) var priorities: [UInt: Int] = [:]
+    /// At most the lowest priority of the live entries (0 while `priorities` is empty): an entry
+    /// of a priority at most this goes last without a look at the others. Lowered by inserts,
+    /// reset to 0 when `priorities` empties.
+    @exclusivity(unchecked) var lowest = 0
 
     init(key: _NameKey, stripe: _Stripe) {
         self.key = key
@@ -194,11 +205,67 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         return nextSeq
     }
 
-    /// Publishes a new buffer holding the live entries in order, and retires the old one.
+    /// Inserts `entry` at its place in the delivery order: after every live entry whose priority
+    /// is at least `priority` (so equal priorities keep subscription order), before the others.
+    /// Returns its sequence number, like `lockedAppend`. With priority 0 on a route whose entries
+    /// all have priority 0 it is `lockedAppend`. An entry that goes last is appended; one that
+    /// goes before another is placed in a new buffer, published and retired like a growth (a post
+    /// in progress keeps walking the buffer it read, without the new entry: guarantee 5).
+    /// - Complexity: amortised O(1) when the entry goes last (a walk back over the entries of
+    ///   lower priority at the end, none in the common case), O(slots) otherwise.
+    @inline(__always)
+    func lockedInsert(_ entry: _Entry, priority: Int) -> UInt {
+        if priority == 0 && priorities.isEmpty { return lockedAppend(entry) }
+        return lockedInsertPrioritized(entry, priority: priority)
+    }
+
+    /// `lockedInsert` for an entry of another priority than 0, or on a route that has some: out
+    /// of line, so that the default case stays as small as an append.
+    @inline(never)
+    private func lockedInsertPrioritized(_ entry: _Entry, priority: Int) -> UInt {
+        if priority <= lowest {
+            lowest = priority
+            if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
+            return lockedAppend(entry)
+        }
+        // The slot before which the entry goes: the first of the live entries at the end whose
+        // priority is lower than its own; the end if there is none.
+        var place = buffer.count
+        var i = buffer.count
+        while i > 0 {
+            i &-= 1
+            let b = buffer.slot(i)
+            if b == 0 { continue }
+            if priorities[b, default: 0] >= priority { break }
+            place = i
+        }
+        if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
+        if place == buffer.count { return lockedAppend(entry) }
+        nextSeq += 1
+        lockedRebuild(capacity: max(4, 2 * (live + 1)), inserting: entry, before: place)
+        live += 1
+        lockedReclaimIfPiledUp()
+        return nextSeq
+    }
+
+    /// Forgets the priority of the entry `bits`, which leaves the route. Out of line: only routes
+    /// with priorities other than 0 get here.
+    @inline(never)
+    private func lockedForgetPriority(_ bits: UInt) {
+        priorities[bits] = nil
+        if priorities.isEmpty { lowest = 0 }
+    }
+
+    /// Publishes a new buffer holding the live entries in order, and retires the old one. With
+    /// `inserting`, that entry goes in too, just before the slot `before` of the old buffer.
     /// - Complexity: O(slots).
-    private func lockedRebuild(capacity: Int) {
+    private func lockedRebuild(capacity: Int, inserting new: _Entry? = nil, before: Int = -1) {
         let fresh = _SlotBuffer.allocate(capacity: capacity)
         for i in 0..<buffer.count {
+            if i == before, let new {
+                new.index = UInt32(truncatingIfNeeded: fresh.count)
+                fresh.append(_SlotBuffer.bits(of: new), seq: nextSeq)
+            }
             let b = buffer.slot(i)
             guard b != 0 else { continue }
             _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in
@@ -241,6 +308,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             if let i = old.index(of: bits) { old.clear(i, fenceFollows: fenceFollows) }
         }
         entry.index = _Entry.detached
+        if !priorities.isEmpty { lockedForgetPriority(bits) }
         live -= 1
         tombstones += 1
         if tombstones >= max(8, live) { lockedRebuild(capacity: max(4, 2 * live)) }

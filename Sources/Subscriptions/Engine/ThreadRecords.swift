@@ -201,6 +201,11 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     @inline(__always)
     func setAt(_ f: Int, _ bits: UInt) { frame(f)[2].store(bits, ordering: .releasing) }
 
+    /// The entry frame `f` calls (its last `setAt`), read by the frame's own thread: the cold path
+    /// of a handler that threw finds its entry here rather than keep it in a register.
+    @inline(__always)
+    func at(_ f: Int) -> UInt { frame(f)[2].load(ordering: .relaxed) }
+
     /// Whether one of this record's frames is calling (or about to call) the entry `bits`.
     /// Loads `at` with acquiring ordering, so that a canceller that sees the call over also sees
     /// everything the call did.
