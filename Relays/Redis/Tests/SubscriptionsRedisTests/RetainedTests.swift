@@ -1,0 +1,156 @@
+import Foundation
+import Subscriptions
+import Testing
+
+@testable import SubscriptionsRedis
+
+/// The relay's options for `historyLength` (0: pub/sub mode), with fast reconnection.
+private func options(history: Int, key: [UInt8]? = nil) -> RedisRelay.Options {
+    var options = fastOptions
+    options.historyLength = history
+    options.signingKey = key
+    return options
+}
+
+/// The value of `key` on the server: `nil` when it does not exist.
+private func stored(_ port: Int, _ key: String) -> [UInt8]? {
+    guard case .string(let bytes) = redisCall(port, ["GET", key]) else { return nil }
+    return bytes
+}
+
+/// Sets `key` to `value` (any bytes), as a foreign client would.
+private func setRaw(_ port: Int, _ key: String, _ value: [UInt8]) throws {
+    let connection = try _Connection.open(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    let endpoint = _Endpoint(host: "127.0.0.1", port: port)
+    let reply = try connection.call(bytes: [Array("SET".utf8), Array(key.utf8), value], endpoint)
+    #expect(reply == .string(Array("OK".utf8)))
+}
+
+/// Retained posts across processes: the last retained post of a relayed name is kept on the server
+/// (`<prefix>retained:<name>`), and a relay that starts later posts it on its center as retained.
+@Suite("Retained posts across processes")
+struct RetainedTests {
+    @Test(arguments: [0, 10_000])
+    func aRelayThatStartsLaterPostsTheLastRetainedPostAndAClearedOneNoMore(history: Int) throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let a = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let tokensA = [relayA.relay(.chat), relayA.relay("theme")]
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)))
+        a.post(.chat, Message(seq: 1, text: "first"), retain: true)
+        a.post(.chat, Message(seq: 2, text: "last"), retain: true)
+        a.post(.chat, Message(seq: 3, text: "not retained"))
+        a.post("theme", flag: "dark", retain: true)
+        #expect(eventually { relayA.publishedPosts == 4 })
+        #expect(stored(port, prefix + "retained:chat") != nil)
+
+        // B starts later: the last retained post of each name is posted on its center, retained,
+        // delivered to its current subscribers once and replayed to later ones.
+        let b = PostCenter()
+        let live = Collector<Int>()
+        let liveToken = b.subscribe(.chat) { live.append($0.seq) }
+        let relayB = try RedisRelay(
+            center: b, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let tokensB = [relayB.relay(.chat), relayB.relay("theme")]
+        #expect(relayB.waitUntilReady(timeout: .seconds(10)))
+        #expect(eventually { b.retained(.chat) != nil && b.retained("theme") != nil })
+        #expect(b.retained(.chat) == Message(seq: 2, text: "last"))
+        #expect(b.retained("theme")?.flag == "dark")
+        let replayed = Collector<Int>()
+        let replayToken = b.subscribe(.chat, replay: true) { replayed.append($0.seq) }
+        #expect(replayed.values == [2])
+        #expect(live.values == [2])
+        #expect(relayB.publishedPosts == 0)  // not echoed back
+        #expect(relayB.rejectedMessages == 0)
+
+        // A clears chat: the key goes; C, started later, gets the theme and no chat.
+        a.clearRetained(.chat)
+        #expect(eventually { stored(port, prefix + "retained:chat") == nil })
+        let c = PostCenter()
+        let relayC = try RedisRelay(
+            center: c, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let chatC = relayC.relay(.chat)
+        #expect(relayC.waitUntilReady(timeout: .seconds(10)))
+        // Read after chat's key (same connection, one after the other; delivered in that order).
+        let themeC = relayC.relay("theme")
+        #expect(eventually { c.retained("theme") != nil })
+        #expect(c.retained(.chat) == nil)
+        #expect(c.retained("theme")?.flag == "dark")
+        // B, running, keeps what it heard (a clear is not relayed).
+        #expect(b.retained(.chat)?.seq == 2)
+        withExtendedLifetime((tokensA, tokensB, liveToken, replayToken, chatC, themeC)) {}
+    }
+
+    @Test(arguments: [0, 10_000])
+    func aRetainedPostOfARunningRelayIsRetainedLiveOnceAndTheLastWriterWins(history: Int) throws {
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let relayB = try RedisRelay(
+            center: b, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
+        #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
+        a.post(.chat, Message(seq: 1, text: "plain"))
+        a.post(.chat, Message(seq: 2, text: "retained"), retain: true)
+        a.post(.chat, Message(seq: 3, text: "plain"))
+        #expect(eventually { received.count >= 3 })
+        #expect(received.values == [1, 2, 3])
+        #expect(b.retained(.chat)?.seq == 2)
+        #expect(relayB.publishedPosts == 0)
+
+        // B retains a post of its own: the server and A now hold B's (the last writer wins).
+        b.post(.chat, Message(seq: 4, text: "from B"), retain: true)
+        #expect(eventually { a.retained(.chat)?.seq == 4 })
+        #expect(eventually { relayB.publishedPosts == 1 })
+        let later = PostCenter()
+        let relayLater = try RedisRelay(
+            center: later, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
+        let laterToken = relayLater.relay(.chat)
+        #expect(eventually { later.retained(.chat) != nil })
+        #expect(later.retained(.chat)?.seq == 4)
+        #expect(relayA.publishedPosts == 3)  // B's post was not echoed by A
+        withExtendedLifetime((tokens, laterToken)) {}
+    }
+
+    @Test func withASigningKeyAStoredValueNotSignedForItsKeyIsRefused() throws {
+        let key = Array("a shared secret of thirty-two by".utf8)
+        let prefix = uniquePrefix()
+        let port = RedisServer.shared
+        let signer = _Signer(key: key)
+        var header = otherRelayHeader
+        header.replaceSubrange(0..<3, with: Array("SS4".utf8))
+        let message = header + [_Wire.retainedPlain] + Array("forged".utf8)
+        let channel = Array((prefix + "theme").utf8)
+        let keyName = prefix + "retained:theme"
+        // Signed for the channel (a message moved from it), not for the key.
+        let moved = message + signer.signature(channel: channel, message: message[...])
+        try setRaw(port, keyName, moved)
+        #expect(stored(port, keyName) == moved)
+        let center = PostCenter()
+        let relay = try RedisRelay(
+            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix,
+            options: options(history: 0, key: key))
+        let token = relay.relay("theme")
+        #expect(eventually { relay.rejectedMessages == 1 })
+        #expect(center.retained("theme") == nil)
+
+        // The same message signed for the key is taken by a relay that starts then.
+        let good = message + signer.signature(channel: Array(keyName.utf8), message: message[...])
+        try setRaw(port, keyName, good)
+        let other = PostCenter()
+        let relayOther = try RedisRelay(
+            center: other, host: "127.0.0.1", port: port, channelPrefix: prefix,
+            options: options(history: 0, key: key))
+        let otherToken = relayOther.relay("theme")
+        #expect(eventually { other.retained("theme") != nil })
+        #expect(other.retained("theme")?.flag == "forged")
+        #expect(relayOther.rejectedMessages == 0)
+        withExtendedLifetime((token, otherToken)) {}
+    }
+}
