@@ -4,14 +4,6 @@ import Testing
 
 @testable import SubscriptionsRedis
 
-/// The relay's options for `historyLength` (0: pub/sub mode), with fast reconnection.
-private func options(history: Int, key: [UInt8]? = nil) -> RedisRelay.Options {
-    var options = fastOptions
-    options.historyLength = history
-    options.signingKey = key
-    return options
-}
-
 /// The value of `key` on the server: `nil` when it does not exist.
 private func stored(_ port: Int, _ key: String) -> [UInt8]? {
     guard case .string(let bytes) = redisCall(port, ["GET", key]) else { return nil }
@@ -30,10 +22,23 @@ private func setRaw(_ port: Int, _ key: String, _ value: [UInt8]) throws {
 /// (`<prefix>retained:<name>`), and a relay that starts later posts it on its center as retained.
 @Suite("Retained posts across processes")
 struct RetainedTests {
-    @Test(arguments: [0, 10_000])
-    func aRelayThatStartsLaterPostsTheLastRetainedPostAndAClearedOneNoMore(history: Int) throws {
+    /// The relay's options for `historyLength` (0: pub/sub mode), with fast reconnection.
+    static func options(history: Int, key: [UInt8]? = nil) -> RedisRelay.Options {
+        var options = fastOptions
+        options.historyLength = history
+        options.signingKey = key
+        return options
+    }
+
+    func options(history: Int, key: [UInt8]? = nil) -> RedisRelay.Options { Self.options(history: history, key: key) }
+
+    /// Both modes, with and without a signing key.
+    @Test(arguments: [(0, false), (10_000, false), (0, true), (10_000, true)])
+    func aRelayThatStartsLaterPostsTheLastRetainedPostAndAClearedOneNoMore(history: Int, signed: Bool) throws {
         let prefix = uniquePrefix()
         let port = RedisServer.shared
+        let key = signed ? Array("a shared secret of thirty-two by".utf8) : nil
+        func options(history: Int) -> RedisRelay.Options { RetainedTests.options(history: history, key: key) }
         let a = PostCenter()
         let relayA = try RedisRelay(
             center: a, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
@@ -152,5 +157,72 @@ struct RetainedTests {
         #expect(other.retained("theme")?.flag == "forged")
         #expect(relayOther.rejectedMessages == 0)
         withExtendedLifetime((token, otherToken)) {}
+    }
+}
+
+/// The pure parts: the outbox never batches a retained post or a clear, and a stored retained
+/// post read from the server makes the same post stale on the channel without counting a gap.
+@Suite("Retained posts across processes: the state machines")
+struct RetainedStateTests {
+    @Test func theOutboxSendsEachRetainedPostAndEachClearAlone() {
+        var outbox = _Outbox(connected: true)
+        let header = _Wire.header(origin: 7)
+        let kinds =
+            [_Wire.typed, _Wire.retainedTyped, _Wire.retainedTyped, _Wire.typed, _Wire.typed]
+            + [_Wire.clearRetained, _Wire.clearRetained, _Wire.retainedPlain, _Wire.retainedPlain]
+        for (index, kind) in kinds.enumerated() {
+            outbox.items.append(
+                _Outgoing(
+                    channel: Array("a".utf8), message: _Wire.message(header: header, kind: kind, body: [UInt8(index)])))
+        }
+        var batch: [_Outgoing] = []
+        var counts: [Int] = []
+        outbox.take(messages: 100, into: &batch, counts: &counts)
+        #expect(counts == [1, 1, 1, 2, 1, 1, 1, 1])
+        #expect(batch.count == kinds.count)
+
+        // A clear is no post: a disconnection drops only the posts.
+        for kind in [_Wire.retainedTyped, _Wire.clearRetained, _Wire.typed] {
+            outbox.items.append(_Outgoing(channel: [1], message: _Wire.message(header: header, kind: kind, body: [])))
+        }
+        #expect(outbox.clear() == 2)
+    }
+
+    @Test func aStoredPostMakesItselfStaleAndCountsNoGapForAnOriginNotHeardYet() {
+        var sequences = _OriginSequences()
+        #expect(sequences.stored(origin: 9, sequence: 5) == 0)
+        #expect(!sequences.isCurrent(origin: 9, first: 5))  // the same post, heard on the channel
+        #expect(sequences.isCurrent(origin: 9, first: 6))
+        // The first post heard from it starts the count there: posts before were never this relay's.
+        #expect(sequences.delivered(origin: 9, first: 12, posts: 1) == 0)
+        #expect(sequences.delivered(origin: 9, first: 14, posts: 1) == 1)
+        // Read again (a new subscription): stale.
+        #expect(!sequences.isCurrent(origin: 9, first: 5))
+    }
+
+    @Test func aStoredPostOfAnOriginHeardBeforeIsADeliveryThatCountsItsGap() {
+        var sequences = _OriginSequences()
+        #expect(sequences.delivered(origin: 3, first: 0, posts: 2) == 0)
+        #expect(sequences.stored(origin: 3, sequence: 6) == 4)
+        #expect(!sequences.isCurrent(origin: 3, first: 6))
+        #expect(sequences.delivered(origin: 3, first: 7, posts: 1) == 0)
+    }
+
+    @Test func aStoredValueMustBeASingleRetainedPost() {
+        var sequences = _OriginSequences()
+        let header = _Wire.header(origin: 5)
+        let own = _Wire.header(origin: 6)
+        for (kind, accepted) in [(_Wire.plain, false), (_Wire.retainedPlain, true), (_Wire.announcement, false)] {
+            let message = _Wire.message(header: header, kind: kind, body: kind == _Wire.announcement ? [] : [65])
+            let action = message.withUnsafeBytes { bytes in
+                [UInt8(ascii: "k")].withUnsafeBytes { key in
+                    _Reception.receive(
+                        bytes, channel: key, ownHeader: own, signer: nil, maximumMessageBytes: 1024,
+                        sequences: &sequences, stored: true
+                    ) { _ in true }
+                }
+            }
+            #expect((action == .delivered(missed: 0)) == accepted, "kind \(kind)")
+        }
     }
 }
