@@ -48,8 +48,8 @@ struct RetainedTests {
         a.post(.chat, Message(seq: 2, text: "last"), retain: true)
         a.post(.chat, Message(seq: 3, text: "not retained"))
         a.post("theme", flag: "dark", retain: true)
-        #expect(eventually { relayA.publishedPosts == 4 })
-        #expect(stored(port, prefix + "retained:chat") != nil)
+        try #require(eventually { relayA.publishedPosts == 4 })
+        try #require(stored(port, prefix + "retained:chat") != nil)
 
         // B starts later: the last retained post of each name is posted on its center, retained,
         // delivered to its current subscribers once and replayed to later ones.
@@ -60,7 +60,7 @@ struct RetainedTests {
             center: b, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
         let tokensB = [relayB.relay(.chat), relayB.relay("theme")]
         #expect(relayB.waitUntilReady(timeout: .seconds(10)))
-        #expect(eventually { b.retained(.chat) != nil && b.retained("theme") != nil })
+        try #require(eventually { b.retained(.chat) != nil && b.retained("theme") != nil })
         #expect(b.retained(.chat) == Message(seq: 2, text: "last"))
         #expect(b.retained("theme")?.flag == "dark")
         let replayed = Collector<Int>()
@@ -72,7 +72,7 @@ struct RetainedTests {
 
         // A clears chat: the key goes; C, started later, gets the theme and no chat.
         a.clearRetained(.chat)
-        #expect(eventually { stored(port, prefix + "retained:chat") == nil })
+        try #require(eventually { stored(port, prefix + "retained:chat") == nil })
         let c = PostCenter()
         let relayC = try RedisRelay(
             center: c, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
@@ -80,7 +80,7 @@ struct RetainedTests {
         #expect(relayC.waitUntilReady(timeout: .seconds(10)))
         // Read after chat's key (same connection, one after the other; delivered in that order).
         let themeC = relayC.relay("theme")
-        #expect(eventually { c.retained("theme") != nil })
+        try #require(eventually { c.retained("theme") != nil })
         #expect(c.retained(.chat) == nil)
         #expect(c.retained("theme")?.flag == "dark")
         // B, running, keeps what it heard (a clear is not relayed).
@@ -104,20 +104,20 @@ struct RetainedTests {
         a.post(.chat, Message(seq: 1, text: "plain"))
         a.post(.chat, Message(seq: 2, text: "retained"), retain: true)
         a.post(.chat, Message(seq: 3, text: "plain"))
-        #expect(eventually { received.count >= 3 })
+        try #require(eventually { received.count >= 3 })
         #expect(received.values == [1, 2, 3])
         #expect(b.retained(.chat)?.seq == 2)
         #expect(relayB.publishedPosts == 0)
 
         // B retains a post of its own: the server and A now hold B's (the last writer wins).
         b.post(.chat, Message(seq: 4, text: "from B"), retain: true)
-        #expect(eventually { a.retained(.chat)?.seq == 4 })
+        try #require(eventually { a.retained(.chat)?.seq == 4 })
         #expect(eventually { relayB.publishedPosts == 1 })
         let later = PostCenter()
         let relayLater = try RedisRelay(
             center: later, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options(history: history))
         let laterToken = relayLater.relay(.chat)
-        #expect(eventually { later.retained(.chat) != nil })
+        try #require(eventually { later.retained(.chat) != nil })
         #expect(later.retained(.chat)?.seq == 4)
         #expect(relayA.publishedPosts == 3)  // B's post was not echoed by A
         withExtendedLifetime((tokens, laterToken)) {}
