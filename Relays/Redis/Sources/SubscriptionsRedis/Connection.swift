@@ -212,9 +212,9 @@
         ///
         /// With `retainedKeys` (the byte count of the channel prefix; `nil` in a cluster), a retained
         /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the
-        /// same message signed for the key; a clear item (kind `c`) becomes `DEL` of that key and
-        /// nothing else. `command` is told the post count of every command appended, in order (zero
-        /// for `SET` and `DEL`).
+        /// same message signed for the key; a clear (kind `c`) is preceded by the `DEL` of that key.
+        /// `command` is told the post count of every command appended, in order (zero for `SET`,
+        /// `DEL` and a clear's own message).
         func appendPublishes(
             _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false, historyLength: Int = 0,
             retainedKeys: Int? = nil, command: (_ posts: Int) -> Void = { _ in },
@@ -233,6 +233,10 @@
                         _appendLength(key.count, to: &output)
                         output.append(contentsOf: key)
                         output.append(contentsOf: [13, 10])
+                        command(0)
+                        appendMessage(
+                            batch, start: start, count: 1, first: sequence(channel, 1), signer: signer,
+                            sharded: sharded, historyLength: historyLength, cap: cap)
                         command(0)
                         start += 1
                         continue

@@ -39,6 +39,8 @@
                     values.append(value)
                 }
                 return { [weak center, values] in if let center { for value in values { center.post(topic, value) } } }
+            } clear: { [weak center] in
+                center?.clearRetained(topic)
             }
             let lease = core.bind(topic.name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: topic.name) {
@@ -88,6 +90,8 @@
                     flags.append(flag)
                 }
                 return { [weak center, flags] in if let center { for flag in flags { center.post(name, flag: flag) } } }
+            } clear: { [weak center] in
+                center?.clearRetained(name)
             }
             let lease = core.bind(name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: name) {

@@ -42,7 +42,8 @@
     ///   with ``Topology/cluster``): relays that hear it post it retained, and a relay that starts
     ///   later reads it when the name's subscription is confirmed and posts it on its center as
     ///   retained, so `replay: true` subscribers and `retained(_:)` see it. `clearRetained` deletes
-    ///   the key. The last writer wins, per name. See the README's "Retained posts".
+    ///   the key and clears the name on the relays that hear it. The last writer wins, per name. See
+    ///   the README's "Retained posts".
     ///
     /// ## Threads
     /// The relay runs three threads; the first two have a connection each (in a cluster, one per

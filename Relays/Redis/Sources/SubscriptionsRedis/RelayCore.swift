@@ -263,14 +263,18 @@
         /// Decodes every body of a batch; only when all of them decode, returns what posts them in
         /// order, else `nil` (and nothing will be posted).
         let decodeBatch: @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+        /// Clears the name's retained post on the center (a clear received, kind `c`).
+        let clear: @Sendable () -> Void
         /// `false` once the binding was removed: its messages still waiting are not posted.
         let isBound = Atomic<Bool>(true)
 
         init(
             kind: UInt8, decode: @escaping @Sendable (UnsafeRawBufferPointer, Bool) -> (@Sendable () -> Void)?,
-            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?,
+            clear: @escaping @Sendable () -> Void = {}
         ) {
             self.kind = kind
+            self.clear = clear
             self.decode = decode
             self.decodeBatch = decodeBatch
         }

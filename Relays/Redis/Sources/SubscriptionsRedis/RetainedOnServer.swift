@@ -12,9 +12,10 @@
     ///   `_Wire`). The publisher sends such a post alone, as `SET <key> <message>` (the message signed
     ///   for the key, so that it cannot be moved to a channel or another key) followed by its
     ///   `PUBLISH` (or `XADD`) with the same sequence number. Receivers that hear it post it retained.
-    /// - **Clearing.** `clearRetained` on the center queues a clear item: the publisher sends
-    ///   `DEL <key>`. Relays running elsewhere keep the retained post they heard (a clear is not
-    ///   relayed); relays that start later find nothing.
+    /// - **Clearing.** `clearRetained` on the center queues a clear (kind `c`): the publisher sends
+    ///   `DEL <key>`, then the clear on the channel (or into the stream), numbered like a post;
+    ///   relays that hear it clear the name's retained post on their center (not echoed back), and
+    ///   relays that start later find nothing.
     /// - **Reading.** When a relayed name's subscription is confirmed (pub/sub mode: on each
     ///   (re)subscription, on a short-lived extra connection, since a subscribed connection may not
     ///   read keys; history mode: once per name, right after its first tip, on the reading

@@ -194,6 +194,10 @@
                 // Decoded here; posted by the delivery thread, so that handlers never hold up the
                 // reading of the socket.
                 switch parsed {
+                case .post(let kind, _) where kind == _Wire.clearRetained:
+                    // A clear: no post, delivered in its place among the posts.
+                    core.deliver(inbound, posts: 0, inbound.clear)
+                    return true
                 case .post(let kind, let body):
                     guard _Wire.postKind(kind) == inbound.kind, let post = inbound.decode(body, _Wire.isRetained(kind))
                     else { return false }

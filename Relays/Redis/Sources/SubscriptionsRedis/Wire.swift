@@ -18,7 +18,10 @@
     ///   body of a `t` or `p`; receivers post it retained. Never part of a batch. The same message,
     ///   signed for the key instead of the channel, is the value of the key `<prefix>retained:<name>`
     ///   (see `RetainedOnServer.swift`).
-    /// - kind `c`: never sent: an outbox item that asks the publisher to delete that key.
+    /// - kind `c`: a clear of the name's retained post (`clearRetained`), no body and no post, but
+    ///   numbered like one (it takes a sequence number, so a lost clear counts as one missed post);
+    ///   receivers clear the name's retained post. Never part of a batch. The publisher deletes the
+    ///   key before it sends it.
     /// - kind `n`: an announcement, no body and no post: its sequence number is the one the sender's
     ///   next post on the channel will carry. A publisher sends one on each channel that was quiet for
     ///   a `pingInterval` (its liveness traffic, pub/sub mode only), so that a receiver counts the
@@ -55,7 +58,7 @@
         static let announcement = UInt8(ascii: "n")
         static let retainedTyped = UInt8(ascii: "T")
         static let retainedPlain = UInt8(ascii: "P")
-        /// An outbox item only (never on the wire): delete the name's retained key.
+        /// A clear of the name's retained post (no body).
         static let clearRetained = UInt8(ascii: "c")
 
         /// Whether `kind` is a retained post's (`T` or `P`).
@@ -199,6 +202,7 @@
                 let kind = bytes[headerLength - 1]
                 let body = UnsafeRawBufferPointer(rebasing: bytes[headerLength...])
                 if kind == typed || kind == plain || isRetained(kind) { return .post(kind: kind, body: body) }
+                if kind == clearRetained { return body.isEmpty ? .post(kind: kind, body: body) : .foreign }
                 if kind == announcement { return body.isEmpty ? .announcement : .foreign }
                 guard kind == batch, let parsed = parseBatch(body) else { return .foreign }
                 return .batch(parsed)

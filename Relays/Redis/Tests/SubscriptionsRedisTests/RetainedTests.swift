@@ -70,7 +70,8 @@ struct RetainedTests {
         #expect(relayB.publishedPosts == 0)  // not echoed back
         #expect(relayB.rejectedMessages == 0)
 
-        // A clears chat: the key goes; C, started later, gets the theme and no chat.
+        // A clears chat: the key goes, and running relays clear it; C, started later, gets the
+        // theme and no chat.
         a.clearRetained(.chat)
         try #require(eventually { stored(port, prefix + "retained:chat") == nil })
         let c = PostCenter()
@@ -83,9 +84,16 @@ struct RetainedTests {
         try #require(eventually { c.retained("theme") != nil })
         #expect(c.retained(.chat) == nil)
         #expect(c.retained("theme")?.flag == "dark")
-        // B, running, keeps what it heard (a clear is not relayed).
-        #expect(b.retained(.chat)?.seq == 2)
-        withExtendedLifetime((tokensA, tokensB, liveToken, replayToken, chatC, themeC)) {}
+        // B, running, hears the clear: its retained post goes too, and nothing is replayed.
+        try #require(eventually { b.retained(.chat) == nil })
+        let afterClear = Collector<Int>()
+        let afterToken = b.subscribe(.chat, replay: true) { afterClear.append($0.seq) }
+        #expect(afterClear.values.isEmpty)
+        #expect(b.retained("theme")?.flag == "dark")
+        #expect(relayB.publishedPosts == 0)  // neither post nor clear echoed
+        #expect(relayA.publishedPosts == 4)  // a clear is no post
+        #expect(relayB.missedPosts == 0)
+        withExtendedLifetime((tokensA, tokensB, liveToken, replayToken, chatC, themeC, afterToken)) {}
     }
 
     @Test(arguments: [0, 10_000])
@@ -186,6 +194,23 @@ struct RetainedStateTests {
             outbox.items.append(_Outgoing(channel: [1], message: _Wire.message(header: header, kind: kind, body: [])))
         }
         #expect(outbox.clear() == 2)
+    }
+
+    @Test func aClearIsAMessageWithoutBody() {
+        let message = _Wire.message(header: _Wire.header(origin: 5), kind: _Wire.clearRetained, body: [])
+        let own = _Wire.header(origin: 6)
+        let clear = message.withUnsafeBytes { bytes -> Bool in
+            if case .post(let kind, let body) = _Wire.parse(bytes, ownHeader: own) {
+                return kind == _Wire.clearRetained && body.isEmpty
+            }
+            return false
+        }
+        #expect(clear)
+        let withBody = (message + [1]).withUnsafeBytes { bytes -> Bool in
+            if case .foreign = _Wire.parse(bytes, ownHeader: own) { return true }
+            return false
+        }
+        #expect(withBody)
     }
 
     @Test func aStoredPostMakesItselfStaleAndCountsNoGapForAnOriginNotHeardYet() {
