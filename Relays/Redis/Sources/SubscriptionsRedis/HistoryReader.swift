@@ -114,8 +114,10 @@
                 guard !owed.isEmpty else { return "the server sent a reply nobody asked for" }
                 let what = owed.removeFirst()
                 if reply.pointee.type == REDIS_REPLY_ERROR {
-                    // NOPERM, or WRONGTYPE for a key that is not a stream: that name waits.
+                    // NOPERM, or WRONGTYPE for a key that is not a stream: that name waits. A refused
+                    // read of a retained key is only reported: the name is read all the same.
                     core.events.emit(.permissionDenied(_text(reply)))
+                    if case .stored = what { continue }
                     refusedUntil = now + interval
                     continue
                 }

@@ -168,6 +168,48 @@ struct RetainedTests {
     }
 }
 
+@Suite("Retained posts across processes: refusals")
+struct RetainedRefusalTests {
+    /// Both modes: an ACL user without the retained keys relays all the same; the refused read is a
+    /// `.permissionDenied` event, and in history mode it holds no reading back.
+    @Test(arguments: [0, 10_000])
+    func aRefusedReadOfTheRetainedKeyIsAnEventAndTheNameIsRelayedAllTheSame(history: Int) async throws {
+        let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
+        let admin = "redis://:hunter2@127.0.0.1:\(server.port)"
+        let prefix = uniquePrefix()
+        // Channels and streams of the relay, but no key of retained posts (`retained:` keys are
+        // refused by a pattern that leaves them out: `~<prefix>c*` covers the stream of `chat`).
+        try redisCommand(
+            admin,
+            [
+                "ACL", "SETUSER", "app", "on", ">pass", "resetchannels", "&\(prefix)*", "resetkeys", "~\(prefix)c*",
+                "~\(prefix)", "+publish", "+subscribe", "+unsubscribe", "+ping", "+xadd", "+xread", "+xrevrange",
+                "+getrange",
+            ])
+        let url = "redis://app:pass@127.0.0.1:\(server.port)"
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try RedisRelay(
+            center: a, url: url, channelPrefix: prefix, options: RetainedTests.options(history: history))
+        let relayB = try RedisRelay(
+            center: b, url: url, channelPrefix: prefix, options: RetainedTests.options(history: history))
+        var events = EventReader(relayB)
+        #expect(await events.next() == .connected)
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(.chat), relayB.relay(.chat), b.subscribe(.chat) { received.append($0.seq) }]
+        guard case .permissionDenied(let text) = await events.next() else {
+            Issue.record("no permissionDenied event")
+            return
+        }
+        #expect(text.hasPrefix("NOPERM"), "\(text)")
+        #expect(await settled { relayA.core.isReady && relayB.core.isReady })
+        for seq in 0..<5 { a.post(.chat, Message(seq: seq, text: "relayed")) }
+        #expect(await settled { received.count >= 5 })
+        #expect(received.values == Array(0..<5))
+        withExtendedLifetime(tokens) {}
+    }
+}
+
 /// The pure parts: the outbox never batches a retained post or a clear, and a stored retained
 /// post read from the server makes the same post stale on the channel without counting a gap.
 @Suite("Retained posts across processes: the state machines")
