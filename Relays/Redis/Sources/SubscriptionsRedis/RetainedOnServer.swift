@@ -44,8 +44,9 @@
         private static let marker = Array("retained:".utf8)
 
         /// The watcher of one relayed name: marks the thread while a local retained post is delivered
-        /// (not while an inbound one is: that one must not be published back), and queues the `DEL`
-        /// of the key on a local clear. It holds the core and the binding weakly: the center keeps it.
+        /// (not while an inbound one is: that one must not be published back), and queues a clear (the
+        /// key's `DEL`, then the clear message) on a local `clearRetained`. It holds the core and the
+        /// binding weakly: the center keeps it.
         static func watcher(_ core: _RelayCore, _ inbound: _Inbound, channel: [UInt8]) -> _RetainedWatcher {
             _RetainedWatcher(
                 posting: { [weak inbound] deliver in
@@ -62,9 +63,9 @@
     }
 
     extension _RelayCore {
-        /// Queues the deletion of `channel`'s retained key, after the posts queued before it. A clear
-        /// is no post: never counted in `droppedPosts`; one made while the publisher is disconnected,
-        /// or with a full queue, does not reach the server.
+        /// Queues a clear of `channel`'s retained post (the key's `DEL`, then the clear message), after
+        /// the posts queued before it. A clear is no post: never counted in `droppedPosts`; one made
+        /// while the publisher is disconnected, or with a full queue, does not reach the server.
         func enqueueClear(channel: [UInt8]) {
             let message = _Wire.message(header: header, kind: _Wire.clearRetained, body: [])
             let limit = options.maxQueuedPosts
