@@ -93,6 +93,8 @@ func _postSender(_ sender: AnyObject?) -> AnyObject? {
 struct _RetainedTable {
     var records: [String: _RetainedPost] = [:]
     var lastVersion: UInt64 = 0
+    /// The names a relay watches (see `RetainedWatchers.swift`); empty in a center without one.
+    var watchers: [String: _RetainedWatcher] = [:]
 
     /// Stores `record` as the latest of `name`; returns the one it replaces, to be released
     /// after unlocking (its payload's deinit is user code).
@@ -180,10 +182,14 @@ final class _Replay<Payload>: @unchecked Sendable {
 extension PostCenter {
     /// Stores `record` as the latest retained post of `key`, then posts it. The record travels as
     /// the post's sender, so that replaying subscriptions can tell it from later posts.
+    /// A watcher of the name (a relay) wraps the delivery.
     func _postRetained(_ key: _NameKey, _ record: _RetainedPost) -> Int {
-        let replaced = _retained.withLock { $0.store(record, for: key.name) }
+        let (replaced, watcher) = _retained.withLock { table in
+            (table.store(record, for: key.name), table.watchers.isEmpty ? nil : table.watchers[key.name])
+        }
         withExtendedLifetime(replaced) {}  // released here, after unlocking
-        return _post(key, sender: record) { record.envelope }
+        guard let watcher else { return _post(key, sender: record) { record.envelope } }
+        return watcher.posting { _post(key, sender: record) { record.envelope } }
     }
 
     /// The latest retained post of `name`, if any.
@@ -191,10 +197,14 @@ extension PostCenter {
         _retained.withLock { $0.records[name] }
     }
 
-    /// Forgets the retained post of `name`, releasing it after unlocking.
+    /// Forgets the retained post of `name`, releasing it after unlocking; then tells the name's
+    /// watcher (a relay), if any.
     func _clearRetained(_ name: String) {
-        let removed = _retained.withLock { $0.records.removeValue(forKey: name) }
+        let (removed, watcher) = _retained.withLock { table in
+            (table.records.removeValue(forKey: name), table.watchers.isEmpty ? nil : table.watchers[name])
+        }
         withExtendedLifetime(removed) {}
+        watcher?.cleared()
     }
 
     /// A handler entry that can replay: always an `_OptionsEntry`, never the direct-call `_Handler`.

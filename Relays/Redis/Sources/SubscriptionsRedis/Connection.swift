@@ -143,6 +143,19 @@
             return result
         }
 
+        /// `call` with byte-string arguments.
+        func call(bytes command: [[UInt8]], _ endpoint: _Endpoint) throws(RedisRelayError) -> _Reply {
+            append(command)
+            guard flush() else {
+                throw .unreachable(host: endpoint.host, port: endpoint.port, reason: "the connection closed")
+            }
+            var result = _Reply.null
+            _ = try readReply(endpoint, waitingFor: String(decoding: command.first ?? [], as: UTF8.self)) {
+                result = _Reply($0)
+            }
+            return result
+        }
+
         /// Which cluster node, sentinel or primary this connection is to, and the topology epoch it was
         /// made in (see `_TopologyState`); set by whoever opened it.
         var node = _Address(host: "", port: 0)
@@ -196,8 +209,15 @@
         /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead. With
         /// `historyLength > 0` each is an `XADD channel MAXLEN ~ historyLength * m message` instead
         /// (history mode; a cluster in history mode is not supported yet, see `_TopologyState`).
+        ///
+        /// With `retainedKeys` (the byte count of the channel prefix; `nil` in a cluster), a retained
+        /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the
+        /// same message signed for the key; a clear (kind `c`) is preceded by the `DEL` of that key.
+        /// `command` is told the post count of every command appended, in order (zero for `SET`,
+        /// `DEL` and a clear's own message).
         func appendPublishes(
             _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false, historyLength: Int = 0,
+            retainedKeys: Int? = nil, command: (_ posts: Int) -> Void = { _ in },
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
             let cap = Array("\(historyLength)".utf8)
@@ -205,33 +225,85 @@
             var start = batch.startIndex
             for count in counts {
                 let channel = batch[start].channel
-                output.append(
-                    contentsOf: historyLength > 0
-                        ? Self.xaddPrefix : sharded ? Self.shardedPublishPrefix : Self.publishPrefix)
-                _appendLength(channel.count, to: &output)
-                output.append(contentsOf: channel)
-                output.append(contentsOf: [13, 10])
-                if historyLength > 0 {
-                    output.append(contentsOf: Self.xaddMaxLength)
-                    _appendLength(cap.count, to: &output)
-                    output.append(contentsOf: cap)
-                    output.append(contentsOf: Self.xaddField)
-                }
-                let posts = batch[start..<(start + count)]
-                let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
-                _appendLength(length + signature, to: &output)
-                let frame = output.count
-                if count == 1 {
+                let kind = batch[start].message[_Wire.headerLength - 1]
+                if count == 1, let prefixLength = retainedKeys, _Wire.travelsAlone(kind) {
+                    let key = _RetainedOnServer.key(channel: channel, prefixLength: prefixLength)
+                    if kind == _Wire.clearRetained {
+                        output.append(contentsOf: Self.delPrefix)
+                        _appendLength(key.count, to: &output)
+                        output.append(contentsOf: key)
+                        output.append(contentsOf: [13, 10])
+                        command(0)
+                        appendMessage(
+                            batch, start: start, count: 1, first: sequence(channel, 1), signer: signer,
+                            sharded: sharded, historyLength: historyLength, cap: cap)
+                        command(0)
+                        start += 1
+                        continue
+                    }
+                    let first = sequence(channel, 1)
+                    output.append(contentsOf: Self.setPrefix)
+                    _appendLength(key.count, to: &output)
+                    output.append(contentsOf: key)
+                    output.append(contentsOf: [13, 10])
+                    _appendLength(batch[start].message.count + signature, to: &output)
+                    let frame = output.count
                     output.append(contentsOf: batch[start].message)
-                } else {
-                    _Wire.appendBatch(posts, to: &output)
+                    _Wire.setSequence(first, in: &output, at: frame)
+                    if let signer { signer.sign(channel: key, frameAt: frame, in: &output) }
+                    output.append(contentsOf: [13, 10])
+                    command(0)
+                    appendMessage(
+                        batch, start: start, count: 1, first: first, signer: signer, sharded: sharded,
+                        historyLength: historyLength, cap: cap)
+                    command(1)
+                    start += 1
+                    continue
                 }
-                _Wire.setSequence(sequence(channel, count), in: &output, at: frame)
-                if let signer { signer.sign(channel: channel, frameAt: frame, in: &output) }
-                output.append(contentsOf: [13, 10])
+                appendMessage(
+                    batch, start: start, count: count, first: sequence(channel, count), signer: signer,
+                    sharded: sharded, historyLength: historyLength, cap: cap)
+                command(count)
                 start += count
             }
         }
+
+        /// Appends the `PUBLISH` (or `SPUBLISH`, or `XADD`) of the message of the `count` posts of
+        /// `batch` from `start`, numbered `first`; see `appendPublishes`.
+        private func appendMessage(
+            _ batch: [_Outgoing], start: Int, count: Int, first: UInt64, signer: _Signer?, sharded: Bool,
+            historyLength: Int, cap: [UInt8]
+        ) {
+            let signature = signer == nil ? 0 : _Wire.signatureLength
+            let channel = batch[start].channel
+            output.append(
+                contentsOf: historyLength > 0
+                    ? Self.xaddPrefix : sharded ? Self.shardedPublishPrefix : Self.publishPrefix)
+            _appendLength(channel.count, to: &output)
+            output.append(contentsOf: channel)
+            output.append(contentsOf: [13, 10])
+            if historyLength > 0 {
+                output.append(contentsOf: Self.xaddMaxLength)
+                _appendLength(cap.count, to: &output)
+                output.append(contentsOf: cap)
+                output.append(contentsOf: Self.xaddField)
+            }
+            let posts = batch[start..<(start + count)]
+            let length = count == 1 ? batch[start].message.count : _Wire.batchLength(posts)
+            _appendLength(length + signature, to: &output)
+            let frame = output.count
+            if count == 1 {
+                output.append(contentsOf: batch[start].message)
+            } else {
+                _Wire.appendBatch(posts, to: &output)
+            }
+            _Wire.setSequence(first, in: &output, at: frame)
+            if let signer { signer.sign(channel: channel, frameAt: frame, in: &output) }
+            output.append(contentsOf: [13, 10])
+        }
+
+        private static let setPrefix = Array("*3\r\n$3\r\nSET\r\n".utf8)
+        private static let delPrefix = Array("*2\r\n$3\r\nDEL\r\n".utf8)
 
         private static let publishPrefix = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
         private static let shardedPublishPrefix = Array("*3\r\n$8\r\nSPUBLISH\r\n".utf8)

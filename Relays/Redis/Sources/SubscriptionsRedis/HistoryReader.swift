@@ -114,16 +114,34 @@
                 guard !owed.isEmpty else { return "the server sent a reply nobody asked for" }
                 let what = owed.removeFirst()
                 if reply.pointee.type == REDIS_REPLY_ERROR {
-                    // NOPERM, or WRONGTYPE for a key that is not a stream: that name waits.
+                    // NOPERM, or WRONGTYPE for a key that is not a stream: that name waits. A refused
+                    // read of a retained key is only reported: the name is read all the same.
                     core.events.emit(.permissionDenied(_text(reply)))
+                    if case .stored = what { continue }
                     refusedUntil = now + interval
                     continue
                 }
                 switch what {
                 case .ping: break
                 case .tip(let channel):
+                    // A name read for the first time: its retained key next, before any XREAD (see
+                    // `RetainedOnServer.swift`).
+                    let first = cursors.cursors[channel].map { $0.position == nil } ?? false
                     cursors.tip(channel, last: _newestID(reply, connection))
+                    if first {
+                        connection.append(core.storedRead(channel))
+                        owed.append(.stored(channel))
+                        if !connection.flush() { return "the connection failed while sending" }
+                    }
                     _confirm(core, cursors)
+                case .stored(let channel):
+                    if reply.pointee.type == REDIS_REPLY_NIL {
+                        core.acceptStored(channel, nil, oversized: connection.gate?.takeOversized())
+                    } else if reply.pointee.type == REDIS_REPLY_STRING {
+                        core.acceptStored(channel, _replyBytes(reply))
+                    } else {
+                        _reject(core, "a stored retained post that is not a string")
+                    }
                 case .read(let count, let channels):
                     guard _read(core, reply, count: count, channels: channels, connection, &cursors) else {
                         return "the server's reply is malformed"
@@ -139,6 +157,8 @@
         /// What the subscriber connection is owed an answer for.
         enum Owed {
             case tip(String)
+            /// The `GETRANGE` of a channel's retained key.
+            case stored(String)
             /// An `XREAD` of at most `count` entries for each of `channels`.
             case read(count: Int, channels: Set<String>)
             case ping

@@ -74,16 +74,16 @@
             }
             var now = ContinuousClock.now
             if !batch.isEmpty {
-                connection.appendPublishes(
-                    batch, counts: counts, signer: core.signer, historyLength: core.options.historyLength
-                ) { channel, posts in
-                    let first = sequences[channel, default: 0]
-                    sequences[channel] = first &+ UInt64(posts)
-                    if announces { tails.sent(on: channel, now: now) }
-                    return first
-                }
                 if inFlight.commands == 0 { progress = now }
-                for count in counts { inFlight.push(count) }
+                connection.appendPublishes(
+                    batch, counts: counts, signer: core.signer, historyLength: core.options.historyLength,
+                    retainedKeys: core.prefix.utf8.count, command: { inFlight.push($0) },
+                    sequence: { channel, posts in
+                        let first = sequences[channel, default: 0]
+                        sequences[channel] = first &+ UInt64(posts)
+                        if announces { tails.sent(on: channel, now: now) }
+                        return first
+                    })
                 batch.removeAll(keepingCapacity: true)
                 counts.removeAll(keepingCapacity: true)
                 lastSent = now

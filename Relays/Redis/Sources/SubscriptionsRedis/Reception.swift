@@ -39,11 +39,15 @@
         ///   - signer: Checks signatures when the relay has a key.
         ///   - maximumMessageBytes: A longer message is refused before anything else is read.
         ///   - sequences: The channel's per-origin state, moved on by a delivered message.
+        ///   - stored: The message is a retained post read from the server's key (`channel` is then
+        ///     the key): it must be a single retained post, and it moves its origin on only as far as
+        ///     `_OriginSequences.stored` says (it was not heard on the channel).
         ///   - deliver: Takes an accepted message; `false` when its kind or a body is wrong.
         /// - Returns: What the caller must count and report.
         static func receive(
             _ bytes: UnsafeRawBufferPointer, channel: UnsafeRawBufferPointer, ownHeader: [UInt8], signer: _Signer?,
-            maximumMessageBytes: Int, sequences: inout _OriginSequences, deliver: (_Wire.Parsed) -> Bool
+            maximumMessageBytes: Int, sequences: inout _OriginSequences, stored: Bool = false,
+            deliver: (_Wire.Parsed) -> Bool
         ) -> Action {
             guard bytes.count <= maximumMessageBytes else {
                 return .reject("a message of \(bytes.count) bytes, over maximumMessageBytes")
@@ -54,6 +58,11 @@
             case .foreign:
                 return .reject(signer == nil ? "a malformed or foreign message" : "a malformed or unsigned message")
             case .post, .batch, .announcement: break
+            }
+            if stored {
+                guard case .post(let kind, _) = parsed, _Wire.isRetained(kind) else {
+                    return .reject("a stored retained post that is not one")
+                }
             }
             if let signer, !signer.isSigned(bytes, channel: channel) {
                 return .reject("a message whose signature does not match")
@@ -69,6 +78,7 @@
                 if case .batch = parsed { return .reject("a batch whose posts do not decode as the relayed type") }
                 return .reject("a post that does not decode as the relayed type")
             }
+            if stored { return .delivered(missed: sequences.stored(origin: origin, sequence: first)) }
             return .delivered(missed: sequences.delivered(origin: origin, first: first, posts: posts))
         }
     }
@@ -84,11 +94,28 @@
         /// The most origins remembered per channel.
         static let maxOrigins = 4096
         private(set) var expected: [UInt64: UInt64] = [:]
+        /// For origins not heard on the channel yet: the number below which their messages are stale
+        /// because a retained post read from the server (`stored`) already delivered them. Not a
+        /// position: the first message heard after it counts no gap.
+        private(set) var floors: [UInt64: UInt64] = [:]
 
         /// Whether a message of `origin` numbered `first` is not stale (below the expected number).
         func isCurrent(origin: UInt64, first: UInt64) -> Bool {
-            guard let known = expected[origin] else { return true }
+            guard let known = expected[origin] else { return first >= floors[origin] ?? 0 }
             return first >= known
+        }
+
+        /// Records a retained post of `origin` numbered `sequence`, read from the server's key (not
+        /// heard on the channel). For an origin heard before, it is a delivered message (the posts
+        /// between are a gap, returned). For one not heard yet, the posts before it were never this
+        /// relay's to receive: it only makes that post and older ones stale (the same post arriving
+        /// on the channel too is skipped), and no gap is counted.
+        mutating func stored(origin: UInt64, sequence: UInt64) -> Int {
+            if expected[origin] != nil { return delivered(origin: origin, first: sequence, posts: 1) }
+            if floors.count >= Self.maxOrigins { floors.removeAll() }
+            let (next, overflow) = sequence.addingReportingOverflow(1)
+            floors[origin] = overflow ? .max : next
+            return 0
         }
 
         /// Records an announcement that `origin`'s next post is numbered `next`; returns how many posts
@@ -98,7 +125,7 @@
         mutating func announced(origin: UInt64, next: UInt64) -> Int {
             guard let known = expected[origin] else {
                 if expected.count >= Self.maxOrigins { expected.removeAll() }
-                expected[origin] = next
+                expected[origin] = max(next, floors.removeValue(forKey: origin) ?? 0)
                 return 0
             }
             guard next > known else { return 0 }
@@ -111,6 +138,7 @@
         mutating func delivered(origin: UInt64, first: UInt64, posts: UInt64) -> Int {
             let known = expected[origin]
             if known == nil && expected.count >= Self.maxOrigins { expected.removeAll() }
+            if known == nil { floors[origin] = nil }
             let (next, overflow) = first.addingReportingOverflow(posts)
             expected[origin] = overflow ? .max : next
             guard let known, first > known else { return 0 }

@@ -27,8 +27,9 @@
         public func relay<Payload: Codable & Sendable>(
             _ topic: Topic<Payload>, fileID: String = #fileID, line: Int = #line
         ) -> Subscription {
-            let inbound = _Inbound(kind: _Wire.typed) { [weak center] body in
+            let inbound = _Inbound(kind: _Wire.typed) { [weak center] body, retained in
                 guard let value = try? _Codec.decode(Payload.self, from: body) else { return nil }
+                if retained { return { [weak center] in center?.post(topic, value, retain: true) } }
                 return { [weak center] in center?.post(topic, value) }
             } decodeBatch: { [weak center] batch in
                 var values: [Payload] = []
@@ -38,15 +39,17 @@
                     values.append(value)
                 }
                 return { [weak center, values] in if let center { for value in values { center.post(topic, value) } } }
+            } clear: { [weak center] in
+                center?.clearRetained(topic)
             }
             let lease = core.bind(topic.name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: topic.name) {
                 center.subscribe(topic, fileID: fileID, line: line) { [lease] payload in
-                    guard !lease.isInbound else { return }
+                    guard let kind = lease.outboundKind(_Wire.typed) else { return }
                     // One array per post: header, kind and body written straight into it, then queued.
                     var message = lease.core.header
                     message.reserveCapacity(64)
-                    message.append(_Wire.typed)
+                    message.append(kind)
                     do {
                         try _Codec.encode(payload, into: &message)
                     } catch {
@@ -75,8 +78,9 @@
         /// - Precondition: the relay does not relay `name` already; the call stops the process with a
         ///   message naming it.
         public func relay(_ name: String, fileID: String = #fileID, line: Int = #line) -> Subscription {
-            let inbound = _Inbound(kind: _Wire.plain) { [weak center] body in
+            let inbound = _Inbound(kind: _Wire.plain) { [weak center] body, retained in
                 guard let flag = String(validating: body, as: UTF8.self) else { return nil }
+                if retained { return { [weak center] in center?.post(name, flag: flag, retain: true) } }
                 return { [weak center] in center?.post(name, flag: flag) }
             } decodeBatch: { [weak center] batch in
                 var flags: [String] = []
@@ -86,12 +90,14 @@
                     flags.append(flag)
                 }
                 return { [weak center, flags] in if let center { for flag in flags { center.post(name, flag: flag) } } }
+            } clear: { [weak center] in
+                center?.clearRetained(name)
             }
             let lease = core.bind(name, inbound, owner: self)
             return _RelayRegistration.token(lease, name: name) {
                 center.subscribe(name, fileID: fileID, line: line) { [lease] post in
-                    guard !lease.isInbound else { return }
-                    lease.send(kind: _Wire.plain, body: post.flag.utf8)
+                    guard let kind = lease.outboundKind(_Wire.plain) else { return }
+                    lease.send(kind: kind, body: post.flag.utf8)
                 }
             }
         }

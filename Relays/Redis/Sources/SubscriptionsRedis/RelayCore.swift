@@ -139,7 +139,7 @@
                         + "(relaying a name twice would publish every post twice)")
             }
             subscriberWake.wake()
-            return _Lease(core: self, channel: channel, inbound: inbound, owner: owner)
+            return _Lease(core: self, channel: channel, name: name, inbound: inbound, owner: owner)
         }
 
         /// Forgets `inbound` (if it is still the binding of `channel`) and asks the subscriber thread
@@ -199,11 +199,12 @@
             while taken < limit && index < items.count {
                 let first = items[index]
                 let kind = first.message[_Wire.headerLength - 1]
+                let alone = _Wire.travelsAlone(kind)
                 var bytes = first.message.count - _Wire.headerLength
                 // The batch message: header, kind, inner kind, count (one byte: at most 64), entries.
                 var length = _Wire.headerLength + 2 + _varintLength(UInt64(bytes)) + bytes
                 var end = index + 1
-                while end < items.count && end - index < _Wire.batchMaxPosts {
+                while !alone && end < items.count && end - index < _Wire.batchMaxPosts {
                     let next = items[end]
                     let body = next.message.count - _Wire.headerLength
                     bytes += body
@@ -229,9 +230,10 @@
             }
         }
 
-        /// Empties the queue, returning how many posts it held.
+        /// Empties the queue, returning how many posts it held (a request to clear a retained post
+        /// is none).
         mutating func clear() -> Int {
-            let dropped = count
+            let dropped = items[head...].count { $0.message[_Wire.headerLength - 1] != _Wire.clearRetained }
             items.removeAll()
             head = 0
             bytes = 0
@@ -255,19 +257,24 @@
     final class _Inbound: Sendable {
         /// `_Wire.typed` or `_Wire.plain`: a message of the other kind is rejected.
         let kind: UInt8
-        /// Decodes the body; returns what posts it, or `nil` when the body is malformed.
-        let decode: @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?
+        /// Decodes the body; returns what posts it (retained when the second argument is `true`), or
+        /// `nil` when the body is malformed.
+        let decode: @Sendable (UnsafeRawBufferPointer, Bool) -> (@Sendable () -> Void)?
         /// Decodes every body of a batch; only when all of them decode, returns what posts them in
         /// order, else `nil` (and nothing will be posted).
         let decodeBatch: @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+        /// Clears the name's retained post on the center (a clear received, kind `c`).
+        let clear: @Sendable () -> Void
         /// `false` once the binding was removed: its messages still waiting are not posted.
         let isBound = Atomic<Bool>(true)
 
         init(
-            kind: UInt8, decode: @escaping @Sendable (UnsafeRawBufferPointer) -> (@Sendable () -> Void)?,
-            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?
+            kind: UInt8, decode: @escaping @Sendable (UnsafeRawBufferPointer, Bool) -> (@Sendable () -> Void)?,
+            decodeBatch: @escaping @Sendable (_Wire.Batch) -> (@Sendable () -> Void)?,
+            clear: @escaping @Sendable () -> Void = {}
         ) {
             self.kind = kind
+            self.clear = clear
             self.decode = decode
             self.decodeBatch = decodeBatch
         }
@@ -279,6 +286,11 @@
 
         /// This binding's identity, set as the thread marker while it posts on the center.
         var marker: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+        /// The thread marker while a local retained post of this name is delivered (see
+        /// `_Lease.watcher`): one byte past `marker`, an address no object starts at (objects are
+        /// aligned), unique while this binding lives.
+        var retainedMarker: UnsafeMutableRawPointer { marker + 1 }
     }
 
     /// A relay token's registration: the center subscription of the local direction and the lease
@@ -329,23 +341,48 @@
         let inbound: _Inbound
         /// The relay, kept alive while this token lives.
         let owner: RedisRelay
+        /// The relayed name.
+        let name: String
+        /// Told by the center of each retained post and clear of `name` (see `RetainedOnServer.swift`);
+        /// it holds neither this lease nor the relay, so the center does not keep them alive.
+        let watcher: _RetainedWatcher
 
-        init(core: _RelayCore, channel: String, inbound: _Inbound, owner: RedisRelay) {
+        init(core: _RelayCore, channel: String, name: String, inbound: _Inbound, owner: RedisRelay) {
             self.core = core
             self.channel = channel
             self.channelBytes = Array(channel.utf8)
             self.inbound = inbound
             self.owner = owner
+            self.name = name
+            self.watcher = _RetainedOnServer.watcher(core, inbound, channel: channelBytes)
+            owner.center._watchRetained(name, watcher)
         }
 
-        deinit { core.unbind(channel, inbound) }
+        deinit {
+            core.unbind(channel, inbound)
+            owner.center._unwatchRetained(name, watcher)
+        }
 
         /// Unbinds the channel now (idempotent: `unbind` removes only this lease's own binding).
-        func end() { core.unbind(channel, inbound) }
+        func end() {
+            core.unbind(channel, inbound)
+            owner.center._unwatchRetained(name, watcher)
+        }
 
         /// Whether the current post is this channel's own inbound message, being posted by the
         /// subscriber thread: publishing it would echo it back to Redis.
         var isInbound: Bool { _ThreadMarker.current == inbound.marker }
+
+        /// The kind of the message for the current local post of the name: `kind` (`t` or `p`),
+        /// its retained form (`T` or `P`) while the center delivers a retained post of the name, or
+        /// `nil` for an inbound post (not to be published). One read of the thread marker.
+        @inline(__always)
+        func outboundKind(_ kind: UInt8) -> UInt8? {
+            let marker = _ThreadMarker.current
+            if marker == nil { return kind }
+            if marker == inbound.marker { return nil }
+            return marker == inbound.retainedMarker ? kind & ~0x20 : kind
+        }
 
         func send(kind: UInt8, body: some Collection<UInt8>) {
             core.enqueue(channel: channelBytes, kind: kind, body: body)

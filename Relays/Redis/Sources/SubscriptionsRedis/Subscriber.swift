@@ -81,11 +81,15 @@
                 now = ContinuousClock.now
                 lastHeard = now
                 pinged = false
+                // For reading retained keys of names confirmed in this read (see `RetainedOnServer.swift`).
+                var side: _Connection?
                 while true {
                     let (reply, ok) = connection.nextReply()
                     guard ok else { return "the server's reply is malformed" }
                     guard let reply else { break }
-                    _handle(core, reply, &cache) { connection.gate?.takeOversized() }
+                    _handle(
+                        core, reply, &cache, oversized: { connection.gate?.takeOversized() },
+                        confirmed: { core.readStored($0, on: &side) })
                     freeReplyObject(reply)
                 }
             }
@@ -120,9 +124,11 @@
     /// Handles one push of the subscriber connection: a message, or a (un)subscribe confirmation.
     /// `oversized` gives the announced length of a message that the connection's `_LengthGate`
     /// replaced by a null (it was never buffered).
+    /// `confirmed` is told of each channel whose subscription is confirmed, before it counts as
+    /// confirmed (the pub/sub subscriber reads its retained key there).
     func _handle(
         _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, _ cache: inout _ChannelCache,
-        oversized: () -> Int?
+        oversized: () -> Int?, confirmed: (String) -> Void = { _ in }
     ) {
         if reply.pointee.type == REDIS_REPLY_ERROR {
             // A refused SUBSCRIBE or UNSUBSCRIBE (NOPERM …): that name stays unconfirmed.
@@ -161,6 +167,7 @@
         switch _string(kind) {
         case "subscribe":
             let channel = _string(channel)
+            confirmed(channel)
             core.channels.withLock { _ = $0.confirmed.insert(channel) }
         case "unsubscribe":
             let channel = _string(channel)
@@ -173,20 +180,27 @@
     /// Checks one message received on `name` for `inbound` (see `_Reception`), queues its posts for
     /// the delivery thread, and counts a rejection or a gap before it. Returns the posts queued (zero
     /// when none were). Called by the subscriber thread, for a pub/sub message or a history entry.
+    /// `stored`: `bytes` is a retained post read from the key `name` (see `RetainedOnServer.swift`).
     func _accept(
-        _ core: _RelayCore, _ inbound: _Inbound, _ bytes: UnsafeRawBufferPointer, channel name: UnsafeRawBufferPointer
+        _ core: _RelayCore, _ inbound: _Inbound, _ bytes: UnsafeRawBufferPointer, channel name: UnsafeRawBufferPointer,
+        stored: Bool = false
     ) -> Int {
         var queued = 0
         let action = inbound.sequences.withLock { sequences in
             _Reception.receive(
                 bytes, channel: name, ownHeader: core.header, signer: core.signer,
-                maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences
+                maximumMessageBytes: core.options.maximumMessageBytes, sequences: &sequences, stored: stored
             ) { parsed in
                 // Decoded here; posted by the delivery thread, so that handlers never hold up the
                 // reading of the socket.
                 switch parsed {
+                case .post(let kind, _) where kind == _Wire.clearRetained:
+                    // A clear: no post, delivered in its place among the posts.
+                    core.deliver(inbound, posts: 0, inbound.clear)
+                    return true
                 case .post(let kind, let body):
-                    guard kind == inbound.kind, let post = inbound.decode(body) else { return false }
+                    guard _Wire.postKind(kind) == inbound.kind, let post = inbound.decode(body, _Wire.isRetained(kind))
+                    else { return false }
                     core.deliver(inbound, posts: 1, post)
                     queued = 1
                     return true

@@ -14,6 +14,14 @@
     ///   a LEB128 byte count and the bytes, and nothing after the last. The publisher coalesces posts
     ///   that are already queued when it sends (never waiting for more), up to `batchMaxPosts` posts
     ///   and about `batchMaxBytes` bytes; a post alone goes out as a `t` or `p` message.
+    /// - kinds `T` and `P`: one retained post (`post(_:_:retain: true)`), typed or plain, with the
+    ///   body of a `t` or `p`; receivers post it retained. Never part of a batch. The same message,
+    ///   signed for the key instead of the channel, is the value of the key `<prefix>retained:<name>`
+    ///   (see `RetainedOnServer.swift`).
+    /// - kind `c`: a clear of the name's retained post (`clearRetained`), no body and no post, but
+    ///   numbered like one (it takes a sequence number, so a lost clear counts as one missed post);
+    ///   receivers clear the name's retained post. Never part of a batch. The publisher deletes the
+    ///   key before it sends it.
     /// - kind `n`: an announcement, no body and no post: its sequence number is the one the sender's
     ///   next post on the channel will carry. A publisher sends one on each channel that was quiet for
     ///   a `pingInterval` (its liveness traffic, pub/sub mode only), so that a receiver counts the
@@ -48,6 +56,22 @@
         static let plain = UInt8(ascii: "p")
         static let batch = UInt8(ascii: "b")
         static let announcement = UInt8(ascii: "n")
+        static let retainedTyped = UInt8(ascii: "T")
+        static let retainedPlain = UInt8(ascii: "P")
+        /// A clear of the name's retained post (no body).
+        static let clearRetained = UInt8(ascii: "c")
+
+        /// Whether `kind` is a retained post's (`T` or `P`).
+        @inline(__always)
+        static func isRetained(_ kind: UInt8) -> Bool { kind == retainedTyped || kind == retainedPlain }
+
+        /// The kind of an ordinary post of the same payload: `t` for `T`, `p` for `P`, else `kind`.
+        @inline(__always)
+        static func postKind(_ kind: UInt8) -> UInt8 { isRetained(kind) ? kind | 0x20 : kind }
+
+        /// Whether an outbox item of `kind` always travels alone (never in a batch).
+        @inline(__always)
+        static func travelsAlone(_ kind: UInt8) -> Bool { isRetained(kind) || kind == clearRetained }
         /// At most this many posts ride one batch message.
         static let batchMaxPosts = 64
         /// A batch takes no further post once its bodies hold this many bytes (a post is never split, and
@@ -177,7 +201,8 @@
                 }
                 let kind = bytes[headerLength - 1]
                 let body = UnsafeRawBufferPointer(rebasing: bytes[headerLength...])
-                if kind == typed || kind == plain { return .post(kind: kind, body: body) }
+                if kind == typed || kind == plain || isRetained(kind) { return .post(kind: kind, body: body) }
+                if kind == clearRetained { return body.isEmpty ? .post(kind: kind, body: body) : .foreign }
                 if kind == announcement { return body.isEmpty ? .announcement : .foreign }
                 guard kind == batch, let parsed = parseBatch(body) else { return .foreign }
                 return .batch(parsed)

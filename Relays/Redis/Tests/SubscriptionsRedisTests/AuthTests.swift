@@ -45,13 +45,14 @@ struct AuthTests {
     @Test func aPasswordAndAnACLUserAuthenticateAndAWrongPasswordThrowsTheServersText() throws {
         let server = try RedisServer(arguments: ["--requirepass", "hunter2"])
         let base = "127.0.0.1:\(server.port)"
-        // The ACL user of the README: its relay's channels and the four commands a relay sends.
+        // The ACL user of the README: its relay's channels and the four commands a relay sends, and
+        // the keys and commands of retained posts.
         let prefix = uniquePrefix()
         try redisCommand(
             "redis://:hunter2@\(base)",
             [
                 "ACL", "SETUSER", "app", "on", ">app pass", "resetchannels", "&\(prefix)*", "+publish", "+subscribe",
-                "+unsubscribe", "+ping",
+                "+unsubscribe", "+ping", "resetkeys", "~\(prefix)retained:*", "+set", "+del", "+getrange",
             ])
 
         // The default user with the password, and the ACL user (its password %-encoded).

@@ -289,7 +289,7 @@ struct HistoryRefusalTests {
             admin,
             [
                 "ACL", "SETUSER", "app", "on", ">pass", "resetkeys", "~\(prefix)*", "+xadd", "+xread", "+xrevrange",
-                "+ping",
+                "+ping", "+set", "+del", "+getrange",
             ])
         var options = historyOptions()
         options.pingInterval = .milliseconds(200)

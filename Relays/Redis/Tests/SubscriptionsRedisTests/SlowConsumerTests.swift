@@ -138,7 +138,7 @@ struct SlowConsumerTests {
     }
 
     @Test func thePendingQueueDropsWholeOldestMessagesAndWarnsAtMostOnceASecond() {
-        let inbound = _Inbound(kind: _Wire.typed) { _ in
+        let inbound = _Inbound(kind: _Wire.typed) { _, _ in
             nil
         } decodeBatch: { _ in
             nil
