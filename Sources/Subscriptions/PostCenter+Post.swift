@@ -17,7 +17,7 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        return _heard(_post(key, sender: sender) { object }, key)
+        return _heard(_post(key, sender: sender) { object }, key, sender: sender) { object }
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -32,7 +32,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
+        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key, sender: sender) {
+            PostObject(flag: flag, data: data)
+        }
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -53,7 +55,8 @@ extension PostCenter {
         _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-                sender: sender), topic._key)
+                sender: sender), topic._key, sender: sender
+        ) { _patternEnvelope(payload, envelope: topic._envelope, sendable: true) }
     }
 
     /// Posts a payload that is not `Sendable` to a topic.
@@ -77,7 +80,8 @@ extension PostCenter {
         _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-                sendable: false, sender: sender), topic._key)
+                sendable: false, sender: sender), topic._key, sender: sender
+        ) { _patternEnvelope(payload, envelope: topic._envelope, sendable: false) }
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -92,6 +96,7 @@ extension PostCenter {
         _heard(
             _post(
                 topic._key, (), direct: topic._direct, main: topic._mainDirect, envelope: false, sender: sender),
-            topic._key)
+            topic._key, sender: sender
+        ) { _patternEnvelope((), envelope: false, sendable: true) }
     }
 }

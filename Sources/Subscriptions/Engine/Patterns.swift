@@ -1,0 +1,168 @@
+import Synchronization
+
+// Pattern subscriptions (`subscribe(matching:)`): each pattern is a route of its own, kept in the
+// center's stripes under a key that no name can have (the pattern's spelling, `orders.*` or `*`,
+// with its hash salted), so subscribe, cancel, pause, priorities, compaction and every delivery
+// are those of a name's route. A post reaches them through `_postPatterns`, called only when
+// `_patternState` says some pattern was ever subscribed: a center without patterns pays one
+// relaxed load per post. The pattern routes' entries take a `_NamedPost` (the post's name and
+// its envelope), so queued, main-actor, actor and paced deliveries carry the name like any
+// other `Sendable` payload.
+
+/// What a pattern subscription's entry receives: the post's name and its envelope.
+struct _NamedPost: Sendable {
+    let name: String
+    let post: PostObject
+}
+
+extension _NameKey {
+    /// The salt that keeps a pattern's key apart from the name spelled like it: the two have the
+    /// same `name` and different hashes, and a route is found by both.
+    static let _patternSalt: UInt = 0x5A17_E4D3_9C2B_1F07
+
+    /// The key of the route of `pattern`: `*` for `.all` (and `.prefix("")`), `P*` for `.prefix(P)`.
+    init(pattern prefix: String) {
+        let spelled = prefix + "*"
+        self.init(spelled, hash: _canonicalNameHash(spelled) ^ _NameKey._patternSalt)
+    }
+}
+
+/// Which pattern routes a post must look up, readable without a lock. Bits are only ever set
+/// (a pattern whose subscriptions all ended leaves them): a bit set in vain costs a post a
+/// route lookup that finds nobody, never a missed delivery.
+///
+/// `@unchecked Sendable`: every stored property is an atomic or a lock, and `filter` points at
+/// atomics allocated in `init` and freed in `deinit`.
+final class _PatternIndex: @unchecked Sendable {
+    /// Bit 0: `.all` was subscribed; bit 1: some prefix was.
+    static let all: UInt = 1
+    static let prefixes: UInt = 2
+
+    /// Bit `n - 1` for prefixes of `n` UTF-8 bytes (1 ≤ n ≤ 63); bit 63 for any longer one.
+    let lengths = Atomic<UInt64>(0)
+
+    /// 1,024 bits, one per hash of (length, first four bytes) of a prefix: a post checks the bit
+    /// of each length before it makes a key and looks up a route.
+    let filter: UnsafeMutablePointer<Atomic<UInt64>>
+    static let filterWords = 16
+
+    /// The lengths of prefixes longer than 63 bytes (read only when bit 63 of `lengths` is set).
+    let longLengths = _PlatformMutex<Set<Int>>([])
+
+    init() {
+        filter = .allocate(capacity: _PatternIndex.filterWords)
+        for i in 0..<_PatternIndex.filterWords { (filter + i).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        filter.deinitialize(count: _PatternIndex.filterWords)
+        filter.deallocate()
+    }
+
+    /// The filter bit of a prefix of `length` bytes that starts with `bytes`.
+    @inline(__always)
+    static func bit(length: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> (word: Int, mask: UInt64) {
+        var w = UInt64(truncatingIfNeeded: length) &<< 32
+        let n = Swift.min(length, 4)
+        for i in 0..<n { w |= UInt64(bytes[i]) &<< (8 &* UInt64(i)) }
+        let h = (w &* 0x9E37_79B9_7F4A_7C15) &>> 54  // 10 bits
+        return (Int(h &>> 6), 1 &<< (h & 63))
+    }
+
+    /// Notes `prefix` (non-empty) before its first subscription is inserted, so that every post
+    /// that starts after that subscribe returns looks its route up.
+    func note(prefix: String) {
+        var copy = prefix
+        copy.withUTF8 { bytes in
+            let n = bytes.count
+            if n < 64 {
+                lengths.bitwiseOr(1 &<< UInt64(n &- 1), ordering: .sequentiallyConsistent)
+            } else {
+                longLengths.withLock { _ = $0.insert(n) }
+                lengths.bitwiseOr(1 &<< 63, ordering: .sequentiallyConsistent)
+            }
+            let (word, mask) = _PatternIndex.bit(length: n, bytes)
+            filter[word].bitwiseOr(mask, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// Calls `body` with every prefix length that may match a name of `bytes`, shortest first.
+    @inline(__always)
+    func forEachCandidate(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (Int) -> Void) {
+        var mask = lengths.load(ordering: .relaxed)
+        let count = bytes.count
+        var long: [Int] = []
+        if mask & (1 &<< 63) != 0 {
+            mask &= ~(1 &<< 63)
+            long = longLengths.withLock { $0.filter { $0 <= count }.sorted() }
+        }
+        while mask != 0 {
+            let n = mask.trailingZeroBitCount &+ 1
+            if n > count { break }
+            mask &= mask &- 1
+            let (word, bit) = _PatternIndex.bit(length: n, bytes)
+            if filter[word].load(ordering: .relaxed) & bit != 0 { body(n) }
+        }
+        for n in long { body(n) }
+    }
+}
+
+extension PostCenter {
+    /// The key of `pattern`'s route, noted in the index before the caller inserts an entry.
+    func _notePattern(_ pattern: NamePattern) -> _NameKey {
+        switch pattern {
+        case .all, .prefix(""):
+            _patternState.bitwiseOr(_PatternIndex.all, ordering: .sequentiallyConsistent)
+            return _NameKey(pattern: "")
+        case .prefix(let prefix):
+            _patternIndex.note(prefix: prefix)
+            _patternState.bitwiseOr(_PatternIndex.prefixes, ordering: .sequentiallyConsistent)
+            return _NameKey(pattern: prefix)
+        }
+    }
+
+    /// Calls `body` with the key of every pattern route that may match `name`: `.all` first, then
+    /// prefixes from the shortest.
+    @inline(__always)
+    func _forEachPatternKey(_ name: String, _ body: (_NameKey) -> Void) {
+        let state = _patternState.load(ordering: .relaxed)
+        if state & _PatternIndex.all != 0 { body(_NameKey(pattern: "")) }
+        guard state & _PatternIndex.prefixes != 0 else { return }
+        var name = name
+        name.withUTF8 { bytes in
+            _patternIndex.forEachCandidate(bytes) { n in
+                body(_NameKey(pattern: String(decoding: UnsafeBufferPointer(rebasing: bytes[..<n]), as: UTF8.self)))
+            }
+        }
+    }
+
+    /// Delivers a post of `name` to the pattern subscriptions that match it, pattern by pattern
+    /// (see `_forEachPatternKey`), each pattern's entries in their route's order. Returns how
+    /// many handlers ran or were scheduled. Out of line: only centers with patterns get here.
+    @inline(never)
+    func _postPatterns(_ name: String, sender: AnyObject?, _ object: PostObject) -> Int {
+        let named = _NamedPost(name: name, post: object)
+        var delivered = 0
+        _forEachPatternKey(name) { key in
+            delivered &+= _post(
+                key, named, direct: ObjectIdentifier(_Handler<_NamedPost>.self),
+                main: ObjectIdentifier(_MainHandler<_NamedPost>.self), envelope: false, sender: sender)
+        }
+        return delivered
+    }
+
+    /// The envelope a typed post hands pattern subscriptions: the payload itself when it is a
+    /// `PostObject`, otherwise a new one that withholds a payload not posted as `Sendable`.
+    @inline(never)
+    func _patternEnvelope<Payload>(_ payload: Payload, envelope: Bool, sendable: Bool) -> PostObject {
+        if envelope { return unsafeDowncast(payload as AnyObject, to: PostObject.self) }
+        return PostObject(_typed: payload, sendable: sendable)
+    }
+
+    /// How many pattern subscriptions the next post of `name` would reach.
+    func _patternReachableCount(_ name: String) -> Int {
+        var count = 0
+        _forEachPatternKey(name) { count &+= _reachableCount($0) }
+        return count
+    }
+}
