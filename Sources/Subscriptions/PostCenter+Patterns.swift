@@ -13,7 +13,10 @@
 /// one with some pays, per post, a filter check per distinct prefix length, and a route lookup
 /// only for a prefix whose filter bit the post's name hits.
 ///
-/// `replay:` is not offered: a pattern subscription gets live posts only.
+/// With `replay: true` a pattern subscription first gets every retained post whose name it
+/// matches, oldest first, then live posts, none twice and none out of order (a paced one: the
+/// newest of them, as the first post its pacing sees). Actor pattern subscriptions take no
+/// `replay:`.
 extension PostCenter {
     /// Subscribes `handler` to the posts of every name that `pattern` matches.
     ///
@@ -36,6 +39,9 @@ extension PostCenter {
     ///     a paced delivery, or `.mainActor` (which, written literally, picks the overload that
     ///     takes a `@MainActor` handler). A paced delivery paces the pattern's posts together,
     ///     whatever their names: the newest one wins.
+    ///   - replay: When `true`, the handler first gets every retained post whose name `pattern`
+    ///     matches (with `from:`, only those made `from:` that sender, still alive), in the order
+    ///     they were retained, then every later post (see <doc:RetainedPosts>).
     ///   - once: When `true`, exactly one post is delivered, whichever matching name it has.
     ///   - priority: Where the handler runs among the pattern's handlers: higher first; equal
     ///     priorities in subscription order. Default 0. The name's own subscriptions run before
@@ -52,14 +58,14 @@ extension PostCenter {
     @_disfavoredOverload  // so that a literal `.mainActor` picks the `@MainActor` overload
     public func subscribe(
         matching pattern: NamePattern, from sender: AnyObject? = nil, delivery: Delivery = .immediate,
-        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (String, PostObject) throws -> Void
     ) -> Subscription {
         let key = _notePattern(pattern)
-        let entry = _handlerEntry(delivery, sender: sender, replay: false, once: once) { (post: _NamedPost) in
+        let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once) { (post: _NamedPost) in
             try handler(post.name, post.post)
         }
-        return _add(entry, to: key, fileID, line, priority)
+        return _addPattern(entry, pattern, key, replay: replay, fileID, line, priority)
     }
 
     /// Subscribes a `@MainActor` `handler` to the posts of every name that `pattern` matches.
@@ -71,6 +77,8 @@ extension PostCenter {
     ///   - pattern: ``NamePattern/all`` or ``NamePattern/prefix(_:)``.
     ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
     ///   - delivery: `.mainActor`, or a paced main-actor delivery.
+    ///   - replay: When `true`, the handler first gets every retained post whose name `pattern`
+    ///     matches, in the order they were retained, then every later post.
     ///   - once: When `true`, exactly one post is delivered.
     ///   - priority: Where the handler runs among the pattern's handlers. Default 0.
     ///   - fileID: The caller's file, recorded for diagnostics; leave the default.
@@ -83,14 +91,14 @@ extension PostCenter {
     /// - Complexity: amortised O(1).
     public func subscribe(
         matching pattern: NamePattern, from sender: AnyObject? = nil, delivery: MainActorDelivery,
-        once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @MainActor (String, PostObject) throws -> Void
     ) -> Subscription {
         let key = _notePattern(pattern)
-        let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: false, once: once) {
+        let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once) {
             @MainActor (post: _NamedPost) in try handler(post.name, post.post)
         }
-        return _add(entry, to: key, fileID, line, priority)
+        return _addPattern(entry, pattern, key, replay: replay, fileID, line, priority)
     }
 
     /// Subscribes `handler`, isolated to `actor`, to the posts of every name that `pattern`

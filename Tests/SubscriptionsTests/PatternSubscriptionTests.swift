@@ -236,4 +236,34 @@ struct PatternSubscriptionTests {
         #expect(log.values == ["fromName:n.1", "fromName:n.2", "fromName:n.3", "fromPattern:n.3"])
         withExtendedLifetime(inPattern) {}
     }
+
+    /// `replay: true` replays every retained post whose name the pattern matches, oldest first
+    /// (with `from:`, only that sender's), then live posts; retained posts of other names are
+    /// not replayed, and a once-replayed one is not delivered again.
+    @Test(.tags(.pin)) func replayHandsOverEveryMatchingRetainedPostOldestFirst() async {
+        let center = PostCenter()
+        let player = Player()
+        center.post("doc.b", PostObject(flag: "b"), retain: true)
+        center.post(Topic<Int>("doc.a"), 1, from: player, retain: true)
+        center.post("other", PostObject(flag: "x"), retain: true)
+        center.post("doc.b", PostObject(flag: "b2"), retain: true)
+        let log = Recorder<String>()
+        let token = center.subscribe(matching: .prefix("doc."), replay: true) { name, post in
+            log.append("\(name):\(post.flag)\(post.payload(as: Int.self).map(String.init) ?? "")")
+        }
+        let filtered = center.subscribe(matching: .all, from: player, replay: true) { name, _ in
+            log.append("player:\(name)")
+        }
+        let queue = DispatchQueue(label: "replay")
+        let queuedLog = Recorder<String>()
+        let queued = center.subscribe(matching: .all, delivery: .queue(queue), replay: true) { name, _ in
+            queuedLog.append(name)
+        }
+        await center.waitForPendingDeliveries()
+        #expect(center.post("doc.c") == 2)
+        await center.waitForPendingDeliveries()
+        #expect(log.values == ["doc.a:1", "doc.b:b2", "player:doc.a", "doc.c:"])
+        #expect(queuedLog.values == ["doc.a", "other", "doc.b", "doc.c"])
+        withExtendedLifetime((token, filtered, queued)) {}
+    }
 }

@@ -166,3 +166,59 @@ extension PostCenter {
         return count
     }
 }
+
+extension PostCenter {
+    /// Records the call site in `entry` and registers it under the route of `pattern` (`key`),
+    /// replaying first, when `replay` is set, every retained post whose name `pattern` matches,
+    /// in the order they were retained (a paced entry: the newest of them, the one its pacing
+    /// would keep). The hand-over is that of a name (see `Retained.swift`), with the last
+    /// version stored in the section as the replayed version: every retained post stored
+    /// before the section was either replayed or replaced by one that was, and is dropped if
+    /// its walk reaches the entry; every one stored after reaches it live.
+    func _addPattern(
+        _ entry: _Entry, _ pattern: NamePattern, _ key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ priority: Int
+    ) -> Subscription {
+        guard replay else { return _add(entry, to: key, fileID, line, priority) }
+        entry.site = _CallSites.shared.intern(fileID, line)
+        if let paced = entry as? _PacedEntry<_NamedPost> {
+            let (token, live, route, delay) = _retained.withLock { table in
+                paced.replayed = table.lastVersion
+                var delay: UInt64?
+                let newest = table.matching(pattern).last { record in
+                    record.post.matches(filtered: paced.filtered, paced.sender)
+                }
+                if let newest, !paced.observed || paced.observer != nil {
+                    delay = paced.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope))
+                }
+                let (token, route, live) = _insert(paced, to: key, priority: priority)
+                return (token, live, route, delay)
+            }
+            _noteSubscriptionCount(key, live)
+            if let delay { paced.arm(delay, route) }
+            return token
+        }
+        let options = unsafeDowncast(entry, to: _OptionsEntry<_NamedPost>.self)
+        let replay = _Replay<_NamedPost>()
+        options.replay = replay
+        let (token, route, live, records, version) = _retained.withLock { table in
+            let (token, route, live) = _insert(options, to: key, priority: priority)
+            return (token, route, live, table.matching(pattern), table.lastVersion)
+        }
+        _noteSubscriptionCount(key, live)
+        let payloads = records.filter { $0.post.matches(filtered: options.filtered, options.sender) }.map {
+            _NamedPost(name: $0.name, post: $0.post.envelope)
+        }
+        replay.finish(replaying: payloads, upTo: version, entry: options, route: route)
+        return token
+    }
+}
+
+extension _RetainedTable {
+    /// The retained posts whose name `pattern` matches, oldest first.
+    func matching(_ pattern: NamePattern) -> [(name: String, post: _RetainedPost)] {
+        records.filter { pattern.matches($0.key) }.map { (name: $0.key, post: $0.value) }.sorted {
+            $0.post.version < $1.post.version
+        }
+    }
+}

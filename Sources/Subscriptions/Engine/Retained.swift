@@ -145,13 +145,21 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// Called by the subscribing thread once the entry is published: delivers `record` (the
     /// retained post read in the same section, if any), then the parked posts, then goes live.
     func finish(_ record: _RetainedPost?, entry: _OptionsEntry<Payload>, route: _Route) {
-        let replayed = record?.version ?? 0
-        version.store(replayed, ordering: .relaxed)
+        var payloads: [Payload] = []
         if let record, record.matches(filtered: entry.filtered, entry.sender),
             let payload = record.payload(as: Payload.self)
         {
-            handOver(payload, entry: entry, route: route)
+            payloads.append(payload)
         }
+        finish(replaying: payloads, upTo: record?.version ?? 0, entry: entry, route: route)
+    }
+
+    /// `finish` for several retained posts (a pattern subscription's, in the order they were
+    /// retained): hands `payloads` over, then the parked posts, dropping retained posts of a
+    /// version up to `replayed` (the last version stored when the entry was published).
+    func finish(replaying payloads: [Payload], upTo replayed: UInt64, entry: _OptionsEntry<Payload>, route: _Route) {
+        version.store(replayed, ordering: .relaxed)
+        for payload in payloads { handOver(payload, entry: entry, route: route) }
         while true {
             let batch = parked.withLock { list -> [_UncheckedSendable<(Payload, UInt64)>] in
                 if list.isEmpty { live.store(true, ordering: .releasing) }
