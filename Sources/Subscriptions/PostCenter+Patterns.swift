@@ -41,7 +41,7 @@ extension PostCenter {
     ///     whatever their names: the newest one wins.
     ///   - replay: When `true`, the handler first gets every retained post whose name `pattern`
     ///     matches (with `from:`, only those made `from:` that sender, still alive), in the order
-    ///     they were retained, then every later post (see <doc:RetainedPosts>).
+    ///     they were retained, then every later post.
     ///   - once: When `true`, exactly one post is delivered, whichever matching name it has.
     ///   - priority: Where the handler runs among the pattern's handlers: higher first; equal
     ///     priorities in subscription order. Default 0. The name's own subscriptions run before
