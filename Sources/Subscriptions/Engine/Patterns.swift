@@ -41,8 +41,8 @@ final class _PatternIndex: @unchecked Sendable {
     /// Bit `n - 1` for prefixes of `n` UTF-8 bytes (1 ≤ n ≤ 63); bit 63 for any longer one.
     let lengths = Atomic<UInt64>(0)
 
-    /// 1,024 bits, one per hash of (length, first four bytes) of a prefix: a post checks the bit
-    /// of each length before it makes a key and looks up a route.
+    /// 1,024 bits, one per hash of (length, first eight bytes) of a prefix: a post checks the
+    /// bit of each length before it makes a key and looks up a route.
     let filter: UnsafeMutablePointer<Atomic<UInt64>>
     static let filterWords = 16
 
@@ -59,13 +59,22 @@ final class _PatternIndex: @unchecked Sendable {
         filter.deallocate()
     }
 
-    /// The filter bit of a prefix of `length` bytes that starts with `bytes`.
+    /// The first eight bytes of `bytes` (fewer, zero-padded, when it is shorter), little-endian.
     @inline(__always)
-    static func bit(length: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> (word: Int, mask: UInt64) {
-        var w = UInt64(truncatingIfNeeded: length) &<< 32
-        let n = Swift.min(length, 4)
-        for i in 0..<n { w |= UInt64(bytes[i]) &<< (8 &* UInt64(i)) }
-        let h = (w &* 0x9E37_79B9_7F4A_7C15) &>> 54  // 10 bits
+    static func head(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        guard let base = bytes.baseAddress else { return 0 }
+        if bytes.count >= 8 { return UInt64(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt64.self)) }
+        var word: UInt64 = 0
+        for i in 0..<bytes.count { word |= UInt64(base[i]) &<< (8 &* UInt64(i)) }
+        return word
+    }
+
+    /// The filter bit of a prefix of `length` bytes whose first eight bytes are `head` (see
+    /// `head(_:)`; bytes past `length` are ignored).
+    @inline(__always)
+    static func bit(length: Int, head: UInt64) -> (word: Int, mask: UInt64) {
+        let kept = length >= 8 ? head : head & ((1 &<< (8 &* UInt64(truncatingIfNeeded: length))) &- 1)
+        let h = ((kept ^ (UInt64(truncatingIfNeeded: length) &* 0xC2B2_AE3D_27D4_EB4F)) &* 0x9E37_79B9_7F4A_7C15) &>> 54
         return (Int(h &>> 6), 1 &<< (h & 63))
     }
 
@@ -81,7 +90,7 @@ final class _PatternIndex: @unchecked Sendable {
                 longLengths.withLock { _ = $0.insert(n) }
                 lengths.bitwiseOr(1 &<< 63, ordering: .sequentiallyConsistent)
             }
-            let (word, mask) = _PatternIndex.bit(length: n, bytes)
+            let (word, mask) = _PatternIndex.bit(length: n, head: _PatternIndex.head(bytes))
             filter[word].bitwiseOr(mask, ordering: .sequentiallyConsistent)
         }
     }
@@ -96,11 +105,12 @@ final class _PatternIndex: @unchecked Sendable {
             mask &= ~(1 &<< 63)
             long = longLengths.withLock { $0.filter { $0 <= count }.sorted() }
         }
+        let head = _PatternIndex.head(bytes)
         while mask != 0 {
             let n = mask.trailingZeroBitCount &+ 1
             if n > count { break }
             mask &= mask &- 1
-            let (word, bit) = _PatternIndex.bit(length: n, bytes)
+            let (word, bit) = _PatternIndex.bit(length: n, head: head)
             if filter[word].load(ordering: .relaxed) & bit != 0 { body(n) }
         }
         for n in long { body(n) }
