@@ -17,7 +17,8 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        return _heard(_post(key, sender: sender) { object }, key, sender: sender) { object }
+        if _patternState.load(ordering: .relaxed) != 0 { return _postWithPatterns(key, sender: sender) { object } }
+        return _heard(_post(key, sender: sender) { object }, key)
     }
 
     /// Posts a new ``PostObject`` made of `flag` and `data` to every subscription of `name`.
@@ -32,9 +33,10 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key, sender: sender) {
-            PostObject(flag: flag, data: data)
+        if _patternState.load(ordering: .relaxed) != 0 {
+            return _postWithPatterns(key, sender: sender) { PostObject(flag: flag, data: data) }
         }
+        return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
     }
 
     /// Posts `payload` to every subscription of `topic`'s name.
@@ -52,11 +54,13 @@ extension PostCenter {
     public func post<Payload: Sendable>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil)
         -> Int
     {
-        _heard(
+        if _patternState.load(ordering: .relaxed) != 0 {
+            return _postWithPatterns(topic, payload, sendable: true, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-                sender: sender), topic._key, sender: sender
-        ) { _patternEnvelope(payload, envelope: topic._envelope, sendable: true) }
+                sender: sender), topic._key)
     }
 
     /// Posts a payload that is not `Sendable` to a topic.
@@ -77,11 +81,13 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
-        _heard(
+        if _patternState.load(ordering: .relaxed) != 0 {
+            return _postWithPatterns(topic, payload, sendable: false, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-                sendable: false, sender: sender), topic._key, sender: sender
-        ) { _patternEnvelope(payload, envelope: topic._envelope, sendable: false) }
+                sendable: false, sender: sender), topic._key)
     }
 
     /// Posts to a topic without a payload: `center.post(.logout)` for a `Topic<Void>`.
@@ -93,10 +99,12 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
-        _heard(
+        if _patternState.load(ordering: .relaxed) != 0 {
+            return _postWithPatterns(topic, (), sendable: true, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, (), direct: topic._direct, main: topic._mainDirect, envelope: false, sender: sender),
-            topic._key, sender: sender
-        ) { _patternEnvelope((), envelope: false, sendable: true) }
+            topic._key)
     }
 }

@@ -161,12 +161,35 @@ extension PostCenter {
         return delivered
     }
 
-    /// The envelope a typed post hands pattern subscriptions: the payload itself when it is a
-    /// `PostObject`, otherwise a new one that withholds a payload not posted as `Sendable`.
+    /// A plain post on a center that has pattern subscriptions: the name's own subscriptions,
+    /// then the patterns', which share the envelope. Out of line, and chosen before the walk,
+    /// so that a post on a center without patterns keeps the code (and the registers) it had.
     @inline(never)
-    func _patternEnvelope<Payload>(_ payload: Payload, envelope: Bool, sendable: Bool) -> PostObject {
-        if envelope { return unsafeDowncast(payload as AnyObject, to: PostObject.self) }
-        return PostObject(_typed: payload, sendable: sendable)
+    func _postWithPatterns(_ key: _NameKey, sender: AnyObject?, _ makeEnvelope: () -> PostObject) -> Int {
+        var made: PostObject?
+        let own = _post(key, sender: sender) {
+            let object = makeEnvelope()
+            made = object
+            return object
+        }
+        return _heard(own &+ _postPatterns(key.name, sender: sender, made ?? makeEnvelope()), key)
+    }
+
+    /// A typed post on a center that has pattern subscriptions (see the plain one). Pattern
+    /// subscriptions get an envelope of their own: the payload itself when it is a `PostObject`,
+    /// otherwise one that withholds a payload not posted as `Sendable`.
+    @inline(never)
+    func _postWithPatterns<Payload>(_ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, sender: AnyObject?)
+        -> Int
+    {
+        let own = _post(
+            topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
+            sendable: sendable, sender: sender)
+        let object =
+            topic._envelope
+            ? unsafeDowncast(payload as AnyObject, to: PostObject.self)
+            : PostObject(_typed: payload, sendable: sendable)
+        return _heard(own &+ _postPatterns(topic._key.name, sender: sender, object), topic._key)
     }
 
     /// How many pattern subscriptions the next post of `name` would reach.
