@@ -17,7 +17,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        if _patternState.load(ordering: .relaxed) != 0 { return _postWithPatterns(key, sender: sender) { object } }
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(key, sender: sender) { object }
+        }
         return _heard(_post(key, sender: sender) { object }, key)
     }
 
@@ -33,7 +35,7 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        if _patternState.load(ordering: .relaxed) != 0 {
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
             return _postWithPatterns(key, sender: sender) { PostObject(flag: flag, data: data) }
         }
         return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
@@ -54,7 +56,7 @@ extension PostCenter {
     public func post<Payload: Sendable>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil)
         -> Int
     {
-        if _patternState.load(ordering: .relaxed) != 0 {
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
             return _postWithPatterns(topic, payload, sendable: true, sender: sender)
         }
         return _heard(
@@ -81,7 +83,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
-        if _patternState.load(ordering: .relaxed) != 0 {
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
             return _postWithPatterns(topic, payload, sendable: false, sender: sender)
         }
         return _heard(
@@ -99,7 +101,7 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
-        if _patternState.load(ordering: .relaxed) != 0 {
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
             return _postWithPatterns(topic, (), sendable: true, sender: sender)
         }
         return _heard(
