@@ -272,4 +272,22 @@ struct PatternSubscriptionTests {
         #expect(queuedLog.values == ["doc.a", "other", "doc.b", "doc.c"])
         withExtendedLifetime((token, filtered, queued)) {}
     }
+
+    /// A name's route remembers that no pattern matched it, and forgets it at the next pattern
+    /// subscription: a prefix subscribed after posts of the name reaches its next post.
+    @Test(.tags(.pin)) func aPrefixSubscribedAfterPostsOfTheNameReachesItsNextPost() {
+        let center = PostCenter()
+        let log = Recorder<String>()
+        let own = center.subscribe(Topic<Int>("x.y")) { _ in log.append("own") }
+        let other = center.subscribe(matching: .prefix("zzz.")) { _, _ in log.append("zzz") }
+        #expect(center.post(Topic<Int>("x.y"), 1) == 1)
+        #expect(center.post(Topic<Int>("x.y"), 2) == 1)
+        let late = center.subscribe(matching: .prefix("x.")) { name, post in
+            log.append("\(name):\(post.payload(as: Int.self) ?? 0)")
+        }
+        #expect(center.post(Topic<Int>("x.y"), 3) == 2)
+        #expect(center.post("x.y") == 1)
+        #expect(log.values == ["own", "own", "own", "x.y:3", "x.y:0"])
+        withExtendedLifetime((own, other, late)) {}
+    }
 }

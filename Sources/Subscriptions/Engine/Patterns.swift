@@ -37,6 +37,8 @@ final class _PatternIndex: @unchecked Sendable {
     /// Bit 0: `.all` was subscribed; bit 1: some prefix was.
     static let all: UInt = 1
     static let prefixes: UInt = 2
+    /// What each pattern subscription adds to the state, above the two flags.
+    static let generation: UInt = 4
 
     /// Bit `n - 1` for prefixes of `n` UTF-8 bytes (1 ≤ n ≤ 63); bit 63 for any longer one.
     let lengths = Atomic<UInt64>(0)
@@ -122,20 +124,32 @@ extension PostCenter {
     func _notePattern(_ pattern: NamePattern) -> _NameKey {
         switch pattern {
         case .all, .prefix(""):
-            _patternState.bitwiseOr(_PatternIndex.all, ordering: .sequentiallyConsistent)
+            _advancePatternState(_PatternIndex.all)
             return _NameKey(pattern: "")
         case .prefix(let prefix):
             _patternIndex.note(prefix: prefix)
-            _patternState.bitwiseOr(_PatternIndex.prefixes, ordering: .sequentiallyConsistent)
+            _advancePatternState(_PatternIndex.prefixes)
             return _NameKey(pattern: prefix)
         }
     }
 
-    /// Calls `body` with the key of every pattern route that may match `name`: `.all` first, then
-    /// prefixes from the shortest.
+    /// Sets `flag` in the pattern state and counts one more pattern subscription in its upper
+    /// bits, so that every route's `patternMiss` goes stale (it compares the whole word).
+    private func _advancePatternState(_ flag: UInt) {
+        var old = _patternState.load(ordering: .relaxed)
+        while true {
+            let new = (old | flag) &+ _PatternIndex.generation
+            let (exchanged, current) = _patternState.compareExchange(
+                expected: old, desired: new, ordering: .sequentiallyConsistent)
+            if exchanged { return }
+            old = current
+        }
+    }
+
+    /// Calls `body` with the key of every pattern route that may match `name` under pattern
+    /// state `state`: `.all` first, then prefixes from the shortest.
     @inline(__always)
-    func _forEachPatternKey(_ name: String, _ body: (_NameKey) -> Void) {
-        let state = _patternState.load(ordering: .relaxed)
+    func _forEachPatternKey(_ name: String, _ state: UInt, _ body: (_NameKey) -> Void) {
         if state & _PatternIndex.all != 0 { body(_NameKey(pattern: "")) }
         guard state & _PatternIndex.prefixes != 0 else { return }
         var name = name
@@ -146,16 +160,41 @@ extension PostCenter {
         }
     }
 
-    /// Delivers a post of `name` to the pattern subscriptions that match it, pattern by pattern
-    /// (see `_forEachPatternKey`), each pattern's entries in their route's order. Returns how
-    /// many handlers ran or were scheduled. Out of line: only centers with patterns get here.
+    /// Whether some pattern may match `name` under `state` (the filter only, no route lookup).
     @inline(never)
-    func _postPatterns(_ name: String, sender: AnyObject?, _ object: PostObject) -> Int {
-        let named = _NamedPost(name: name, post: object)
+    func _mayMatchPatterns(_ name: String, _ state: UInt) -> Bool {
+        var any = false
+        _forEachPatternKey(name, state) { _ in any = true }
+        return any
+    }
+
+    /// Inside a post's frame, on its name's route: whether the post may skip the patterns. A
+    /// route remembers the pattern state at which no pattern could match its name
+    /// (`patternMiss`), so a post beside many patterns of other prefixes pays one comparison;
+    /// the filter runs again after each pattern subscription.
+    @inline(__always)
+    func _skipsPatterns(_ route: Unmanaged<_Route>, _ name: String, _ state: UInt) -> Bool {
+        route._withUnsafeGuaranteedRef { route in
+            if route.patternMiss.load(ordering: .relaxed) == state { return true }
+            if _mayMatchPatterns(name, state) { return false }
+            route.patternMiss.store(state, ordering: .relaxed)
+            return true
+        }
+    }
+
+    /// Delivers a post of `name` to the pattern subscriptions that match it under `state`,
+    /// pattern by pattern (see `_forEachPatternKey`), each pattern's entries in their route's
+    /// order. `envelope` runs once, when the first pattern route may match. Returns how many
+    /// handlers ran or were scheduled. Out of line: only centers with patterns get here.
+    @inline(never)
+    func _postPatterns(_ name: String, _ state: UInt, sender: AnyObject?, _ envelope: () -> PostObject) -> Int {
+        var named: _NamedPost?
         var delivered = 0
-        _forEachPatternKey(name) { key in
+        _forEachPatternKey(name, state) { key in
+            let post = named ?? _NamedPost(name: name, post: envelope())
+            named = post
             delivered &+= _post(
-                key, named, direct: ObjectIdentifier(_Handler<_NamedPost>.self),
+                key, post, direct: ObjectIdentifier(_Handler<_NamedPost>.self),
                 main: ObjectIdentifier(_MainHandler<_NamedPost>.self), envelope: false, sender: sender)
         }
         return delivered
@@ -164,15 +203,31 @@ extension PostCenter {
     /// A plain post on a center that has pattern subscriptions: the name's own subscriptions,
     /// then the patterns', which share the envelope. Out of line, and chosen before the walk,
     /// so that a post on a center without patterns keeps the code (and the registers) it had.
+    /// The pattern state is read once, when the post starts.
     @inline(never)
     func _postWithPatterns(_ key: _NameKey, sender: AnyObject?, _ makeEnvelope: () -> PostObject) -> Int {
+        let state = _patternState.load(ordering: .relaxed)
         var made: PostObject?
-        let own = _post(key, sender: sender) {
+        var skip = false
+        let own = _inPostFrame(key) { start in
+            skip = _skipsPatterns(start.route, key.name, state)
             let object = makeEnvelope()
             made = object
-            return object
+            return _walk(
+                start, direct: ObjectIdentifier(_EnvelopeHandler.self),
+                call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+                main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
+                takeMain: { entry, onMainActor in
+                    unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
+                        object, onMainActor: onMainActor, route: start.route)
+                },
+                other: { entry in
+                    start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
+                })
         }
-        return _heard(own &+ _postPatterns(key.name, sender: sender, made ?? makeEnvelope()), key)
+        if skip { return _heard(own, key) }
+        return _heard(own &+ _postPatterns(key.name, state, sender: sender) { made ?? makeEnvelope() }, key)
     }
 
     /// A typed post on a center that has pattern subscriptions (see the plain one). Pattern
@@ -182,20 +237,42 @@ extension PostCenter {
     func _postWithPatterns<Payload>(_ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, sender: AnyObject?)
         -> Int
     {
-        let own = _post(
-            topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-            sendable: sendable, sender: sender)
-        let object =
-            topic._envelope
-            ? unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            : PostObject(_typed: payload, sendable: sendable)
-        return _heard(own &+ _postPatterns(topic._key.name, sender: sender, object), topic._key)
+        let state = _patternState.load(ordering: .relaxed)
+        let key = topic._key
+        if topic._envelope {
+            let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
+            return _postWithPatterns(key, sender: sender) { object }
+        }
+        var skip = false
+        let own = _inPostFrame(key) { start in
+            skip = _skipsPatterns(start.route, key.name, state)
+            var made: PostObject?
+            return _walk(
+                start, direct: topic._direct,
+                call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+                main: { topic._mainDirect },
+                callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
+                takeMain: { entry, onMainActor in
+                    unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
+                        payload, onMainActor: onMainActor, route: start.route)
+                },
+                other: {
+                    sendable
+                        ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
+                        : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
+                })
+        }
+        if skip { return _heard(own, key) }
+        let patterns = _postPatterns(key.name, state, sender: sender) {
+            PostObject(_typed: payload, sendable: sendable)
+        }
+        return _heard(own &+ patterns, key)
     }
 
     /// How many pattern subscriptions the next post of `name` would reach.
     func _patternReachableCount(_ name: String) -> Int {
         var count = 0
-        _forEachPatternKey(name) { count &+= _reachableCount($0) }
+        _forEachPatternKey(name, _patternState.load(ordering: .relaxed)) { count &+= _reachableCount($0) }
         return count
     }
 }

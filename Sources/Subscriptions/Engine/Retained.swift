@@ -191,9 +191,10 @@ extension PostCenter {
     func _postRetained(_ key: _NameKey, _ record: _RetainedPost) -> Int {
         let replaced = _retained.withLock { $0.store(record, for: key.name) }
         withExtendedLifetime(replaced) {}  // released here, after unlocking
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
         let delivered = _post(key, sender: record) { record.envelope }
-        guard _patternState.load(ordering: .relaxed) != 0 else { return delivered }
-        return delivered &+ _postPatterns(key.name, sender: record, record.envelope)
+        guard patterns != 0 else { return delivered }
+        return delivered &+ _postPatterns(key.name, patterns, sender: record) { record.envelope }
     }
 
     /// The latest retained post of `name`, if any.
