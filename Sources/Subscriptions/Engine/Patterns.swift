@@ -160,11 +160,16 @@ extension PostCenter {
         }
     }
 
-    /// Whether some pattern may match `name` under `state` (the filter only, no route lookup).
+    /// Whether some pattern route may match `name` under `state`: the filter, then, for each key
+    /// it lets through, a locked lookup of the route, so that a bit the filter shares with other
+    /// prefixes does not keep the name from remembering its miss. Runs at most once per name's
+    /// route and pattern subscription (see `_skipsPatterns`).
     @inline(never)
     func _mayMatchPatterns(_ name: String, _ state: UInt) -> Bool {
         var any = false
-        _forEachPatternKey(name, state) { _ in any = true }
+        _forEachPatternKey(name, state) { key in
+            if !any && _route(key) != nil { any = true }
+        }
         return any
     }
 
