@@ -21,8 +21,8 @@ private actor PatternActor {
     func note(_ line: String) { seen.append(line) }
 }
 
-@Suite("Pattern subscriptions")
-struct PatternSubscriptionTests {
+@Suite("Guarantee 18: pattern subscriptions run after the name's own, every option applies")
+struct Guarantee18PatternSubscriptions {
     /// `.all` from a sender gets every name that sender posts, with the name and the payload
     /// (typed posts readable through `payload(as:)`), and nothing another sender posts.
     @Test(.tags(.pin)) func allFromASenderGetsEveryNameItPostsWithThePayload() {
