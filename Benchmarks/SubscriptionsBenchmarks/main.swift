@@ -10,7 +10,8 @@
 import Foundation
 
 let allSections = [
-    "fanout", "unheard", "subscribeCancel", "priority", "churn", "longDelivery", "memory", "threads", "actors",
+    "fanout", "unheard", "subscribeCancel", "priority", "patterns", "churn", "longDelivery", "memory", "threads",
+    "actors",
     "mainActor",
     "actorMessages", "queueAndPosts", "cancelLoad", "coalesced",
 ]
@@ -126,6 +127,7 @@ func runBenchmarks(_ options: Options) {
     run("unheard") { unheardSection(config) }
     run("subscribeCancel") { subscribeCancelSection(config) }
     run("priority") { prioritySection(config) }
+    run("patterns") { patternSection(config) }
     run("churn") { churnSection(config) }
     run("longDelivery") { longDeliverySection(config) }
     run("memory") { memorySection(config, quick: options.quick) }

@@ -17,6 +17,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(key, sender: sender) { object }
+        }
         return _heard(_post(key, sender: sender) { object }, key)
     }
 
@@ -32,6 +35,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(key, sender: sender) { PostObject(flag: flag, data: data) }
+        }
         return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
     }
 
@@ -50,7 +56,10 @@ extension PostCenter {
     public func post<Payload: Sendable>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil)
         -> Int
     {
-        _heard(
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(topic, payload, sendable: true, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
                 sender: sender), topic._key)
@@ -74,7 +83,10 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
-        _heard(
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(topic, payload, sendable: false, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
                 sendable: false, sender: sender), topic._key)
@@ -89,7 +101,10 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
-        _heard(
+        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
+            return _postWithPatterns(topic, (), sendable: true, sender: sender)
+        }
+        return _heard(
             _post(
                 topic._key, (), direct: topic._direct, main: topic._mainDirect, envelope: false, sender: sender),
             topic._key)

@@ -51,6 +51,10 @@ public final class PostCenter: Sendable {
     let _sequences = _PostsRegistry()
     /// The run queue of each actor that handlers are isolated to (see `Engine/ActorEntry.swift`).
     let _actorQueues = _PlatformMutex(_ActorQueueTable())
+    /// Whether any pattern was ever subscribed (`_PatternIndex.all`, `.prefixes`): read by every
+    /// post, which looks pattern routes up only when it is not 0.
+    let _patternState = Atomic<UInt>(0)
+    let _patternIndex = _PatternIndex()
 
     /// Creates an empty center.
     ///
@@ -71,10 +75,14 @@ public final class PostCenter: Sendable {
     // MARK: Introspection
 
     /// How many subscriptions the next post of `name` would reach: paused and cancelled ones,
-    /// and registrations whose observer deallocated, are not counted.
+    /// and registrations whose observer deallocated, are not counted. Pattern subscriptions
+    /// (``subscribe(matching:from:delivery:once:priority:fileID:line:handler:)``) that match
+    /// `name` are counted too.
     ///
-    /// - Complexity: O(subscriptions of the name).
+    /// - Complexity: O(subscriptions of the name, and of the patterns that match it).
     public func subscriptionCount(for name: String) -> Int {
-        _reachableCount(_NameKey(name))
+        let own = _reachableCount(_NameKey(name))
+        guard _patternState.load(ordering: .relaxed) != 0 else { return own }
+        return own &+ _patternReachableCount(name)
     }
 }

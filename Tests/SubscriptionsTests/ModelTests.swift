@@ -80,12 +80,16 @@ enum ModelPayload: Sendable, CustomStringConvertible {
     case int
     /// `Topic<ModelTag>` (typed posts of a tag, and plain posts whose data is a tag).
     case tag
+    /// `subscribe(matching:)`: the subscription's name index picks the pattern
+    /// (`ModelCheck.patterns`), and the handler gets the post's name and envelope.
+    case pattern
 
     var description: String {
         switch self {
         case .object: "object"
         case .int: "Int"
         case .tag: "Tag"
+        case .pattern: "pattern"
         }
     }
 }
@@ -295,7 +299,7 @@ struct ModelGenerator {
     mutating func subscribe(nested: ModelOp?) -> ModelOp {
         let id = nextID
         nextID += 1
-        let payload = random.pick([ModelPayload.object, .object, .int, .tag])
+        let payload = random.pick([ModelPayload.object, .object, .int, .tag, .pattern])
         var style: ModelStyle
         switch random.below(8) {
         case 0, 1, 2: style = .handler
@@ -311,6 +315,8 @@ struct ModelGenerator {
             if case .once = style { style = .handler }
             if case .filtered = style { style = .handler }
         }
+        // Patterns have no selector-style form.
+        if case .pattern = payload, case .observer = style { style = .handler }
         return .subscribe(
             id: id, name: random.below(Self.names), payload: payload, style: style, delivery: delivery, nested: nested)
     }
@@ -393,6 +399,16 @@ enum ModelCheck {
 
     /// The priority subscription `id` is made at: mostly the default, some higher, some lower.
     static func priority(_ id: Int) -> Int { [0, 0, 0, 2, -1, 1, 0, 2][id % 8] }
+
+    /// The pattern of a `.pattern` subscription to name index `i`: every name, every name
+    /// (a prefix they all share), `name1` only, `name2` only.
+    static let patterns: [NamePattern] = [.all, .prefix("name"), .prefix("name1"), .prefix("name2")]
+
+    /// The pattern indices that a post of name index `name` reaches, in the documented order:
+    /// `.all`, then prefixes from the shortest.
+    static func patterns(matching name: Int) -> [Int] {
+        [0, 1, 2, 3].filter { patterns[$0].matches("name\(name)") }
+    }
 
     /// Runs `ops` on a fresh center and model; the first divergence, if any.
     static func firstDivergence(_ ops: [ModelOp], options: ModelOptions) -> (index: Int, message: String)? {
@@ -747,6 +763,8 @@ final class RealSide: @unchecked Sendable {
             token = make(Topic<Int>(name), style, delivery, id, nested, observer, sender) { "Int \($0)" }
         case .tag:
             token = make(Topic<ModelTag>(name), style, delivery, id, nested, observer, sender) { "Tag tag\($0.index)" }
+        case .pattern:
+            token = make(ModelCheck.patterns[nameIndex], style, delivery, id, nested, sender)
         }
         dropToken(id)
         if let observer, owned {
@@ -815,6 +833,31 @@ final class RealSide: @unchecked Sendable {
                     topic, observer: observer!, delivery: .mainActor, priority: priority, selector: selector)
             }
             return center.register(topic, observer: observer!, delivery: route, priority: priority, selector: selector)
+        }
+    }
+
+    /// A pattern subscription: the handler logs the post's name before the envelope.
+    func make(
+        _ pattern: NamePattern, _ style: ModelStyle, _ delivery: ModelDelivery, _ id: Int, _ nested: ModelOp?,
+        _ sender: ModelSender?
+    ) -> Subscription {
+        let body = handler(id, nested) { (post: (name: String, object: PostObject)) in
+            "\(post.name) \(Self.describe(post.object))"
+        }
+        let priority = ModelCheck.priority(id)
+        let route: Delivery = delivery == .queued ? .queue(queue) : .immediate
+        switch style {
+        case .handler where delivery == .mainActor:
+            return center.subscribe(matching: pattern, delivery: .mainActor, priority: priority) { try body(($0, $1)) }
+        case .once:
+            return center.subscribe(matching: pattern, delivery: route, once: true, priority: priority) {
+                try body(($0, $1))
+            }
+        case .filtered:
+            return center.subscribe(matching: pattern, from: sender!, delivery: route, priority: priority) {
+                try body(($0, $1))
+            }
+        default: return center.subscribe(matching: pattern, delivery: route, priority: priority) { try body(($0, $1)) }
         }
     }
 
@@ -911,6 +954,10 @@ final class ReferenceModel {
     var entries: [Int: Entry] = [:]
     /// Per name, entry serials in subscription order (guarantee 1).
     var routes: [[Int]] = Array(repeating: [], count: ModelGenerator.names)
+    /// Per pattern (`ModelCheck.patterns`), its subscriptions' entry serials in delivery order.
+    var patternRoutes: [[Int]] = Array(repeating: [], count: ModelCheck.patterns.count)
+    /// Whether a pattern subscription was ever made (the center never forgets it).
+    var hadPatterns = false
     /// Per protocol, registration serials in registration order.
     var protocolLists: [[Int]] = Array(repeating: [], count: ModelGenerator.protocols)
     var registrations: [Int: Registration] = [:]
@@ -1077,8 +1124,16 @@ final class ReferenceModel {
             observer: observer, owned: owned, sender: sender)
         // After every entry of a priority at least its own, before the others.
         let priority = ModelCheck.priority(id)
-        let place = routes[name].lastIndex { ModelCheck.priority(entries[$0]!.id) >= priority }.map { $0 + 1 } ?? 0
-        routes[name].insert(serial, at: place)
+        if case .pattern = payload {
+            hadPatterns = true
+            let place =
+                patternRoutes[name].lastIndex { ModelCheck.priority(entries[$0]!.id) >= priority }.map { $0 + 1 } ?? 0
+            patternRoutes[name].insert(serial, at: place)
+        } else {
+            let place =
+                routes[name].lastIndex { ModelCheck.priority(entries[$0]!.id) >= priority }.map { $0 + 1 } ?? 0
+            routes[name].insert(serial, at: place)
+        }
         drop(id)
         present[id] = Token(target: .entry(serial), ownerGeneration: owned ? observer?.1 : nil)
     }
@@ -1092,7 +1147,8 @@ final class ReferenceModel {
     }
 
     func reachableCount(_ name: Int) -> Int {
-        routes[name].filter { reachable(entries[$0]!) }.count
+        let patterns = ModelCheck.patterns(matching: name).flatMap { patternRoutes[$0] }
+        return (routes[name] + patterns).filter { reachable(entries[$0]!) }.count
     }
 
     func isActive(_ id: Int) -> Bool {
@@ -1118,11 +1174,22 @@ final class ReferenceModel {
     }
 
     func post(_ name: Int, _ post: ModelPost, _ from: Int?) -> Int {
-        // Guarantee 5: entries added during this post are not reached (the list is copied).
-        let snapshot = routes[name]
         // The poster holds its sender for the whole post: a handler dropping the sender's last
         // other reference does not end filtered subscriptions later in the same post.
         let postSender = from.flatMap { senders[$0] }
+        // Guarantee 5: entries added during this post are not reached (the list is copied). The
+        // name's own subscriptions first, then each matching pattern's, whose list is copied
+        // when the post reaches it (Guarantees, rule 18).
+        // Whether the center has pattern subscriptions at all is read once, when the post starts.
+        let patterns = hadPatterns ? ModelCheck.patterns(matching: name) : []
+        var delivered = walk(routes[name], name, post, from, postSender)
+        for p in patterns {
+            delivered += walk(patternRoutes[p], name, post, from, postSender)
+        }
+        return delivered
+    }
+
+    func walk(_ snapshot: [Int], _ name: Int, _ post: ModelPost, _ from: Int?, _ postSender: Int?) -> Int {
         var delivered = 0
         for s in snapshot {
             // Guarantee 6: the state is read at the entry's turn, so a cancel or pause made by
@@ -1133,7 +1200,8 @@ final class ReferenceModel {
                 guard let from, filter.slot == from, postSender == filter.generation else { continue }
             }
             if let o = e.observer, observers[o.slot] != o.generation { continue }
-            guard let description = describe(e.payload, post) else { continue }
+            let pattern = "name\(name) " + describe(.object, post)!
+            guard let description = e.payload == .pattern ? pattern : describe(e.payload, post) else { continue }
             if e.once { entries[s]!.state = .spent }
             delivered += 1
             if e.delivery == .queued {
@@ -1170,6 +1238,14 @@ final class ReferenceModel {
             switch token.target {
             case .entry(let s): held.insert(s)
             case .registration(let r): heldRegistrations.insert(r)
+            }
+        }
+        for name in patternRoutes.indices {
+            patternRoutes[name].removeAll { s in
+                let state = entries[s]!.state
+                let gone = (state == .cancelled || state == .spent) && !waiting.contains(s)
+                if gone && !held.contains(s) { entries[s] = nil }
+                return gone
             }
         }
         for name in routes.indices {

@@ -9,6 +9,12 @@ struct _NameKey: Sendable {
         self.name = name
         self.hash = _canonicalNameHash(name)
     }
+
+    /// A key whose hash the caller chose (a pattern's route: see `Patterns.swift`).
+    init(_ name: String, hash: UInt) {
+        self.name = name
+        self.hash = hash
+    }
 }
 
 /// An open-addressing (linear probing) table from name to route, read by posts without any lock.

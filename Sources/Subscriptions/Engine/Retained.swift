@@ -147,13 +147,21 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// Called by the subscribing thread once the entry is published: delivers `record` (the
     /// retained post read in the same section, if any), then the parked posts, then goes live.
     func finish(_ record: _RetainedPost?, entry: _OptionsEntry<Payload>, route: _Route) {
-        let replayed = record?.version ?? 0
-        version.store(replayed, ordering: .relaxed)
+        var payloads: [Payload] = []
         if let record, record.matches(filtered: entry.filtered, entry.sender),
             let payload = record.payload(as: Payload.self)
         {
-            handOver(payload, entry: entry, route: route)
+            payloads.append(payload)
         }
+        finish(replaying: payloads, upTo: record?.version ?? 0, entry: entry, route: route)
+    }
+
+    /// `finish` for several retained posts (a pattern subscription's, in the order they were
+    /// retained): hands `payloads` over, then the parked posts, dropping retained posts of a
+    /// version up to `replayed` (the last version stored when the entry was published).
+    func finish(replaying payloads: [Payload], upTo replayed: UInt64, entry: _OptionsEntry<Payload>, route: _Route) {
+        version.store(replayed, ordering: .relaxed)
+        for payload in payloads { handOver(payload, entry: entry, route: route) }
         while true {
             let batch = parked.withLock { list -> [_UncheckedSendable<(Payload, UInt64)>] in
                 if list.isEmpty { live.store(true, ordering: .releasing) }
@@ -182,14 +190,23 @@ final class _Replay<Payload>: @unchecked Sendable {
 extension PostCenter {
     /// Stores `record` as the latest retained post of `key`, then posts it. The record travels as
     /// the post's sender, so that replaying subscriptions can tell it from later posts.
-    /// A watcher of the name (a relay) wraps the delivery.
+    /// A watcher of the name (a relay) wraps the delivery to the name's own subscribers; the
+    /// matching pattern subscriptions, if any, get the post after it.
     func _postRetained(_ key: _NameKey, _ record: _RetainedPost) -> Int {
         let (replaced, watcher) = _retained.withLock { table in
             (table.store(record, for: key.name), table.watchers.isEmpty ? nil : table.watchers[key.name])
         }
         withExtendedLifetime(replaced) {}  // released here, after unlocking
-        guard let watcher else { return _post(key, sender: record) { record.envelope } }
-        return watcher.posting { _post(key, sender: record) { record.envelope } }
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        let delivered =
+            if let watcher {
+                watcher.posting { _post(key, sender: record) { record.envelope } }
+            } else {
+                _post(key, sender: record) { record.envelope }
+            }
+        guard patterns != 0 else { return delivered }
+        // After the watcher's delivery: a relay watches the name's own subscribers only.
+        return delivered &+ _postPatterns(key.name, patterns, sender: record) { record.envelope }
     }
 
     /// The latest retained post of `name`, if any.

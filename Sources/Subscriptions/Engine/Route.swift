@@ -124,6 +124,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     let published: Atomic<UInt>
     /// Set when the center deinitialised: the route is in no table any more.
     let detached = Atomic<Bool>(false)
+    /// The center's pattern state (`PostCenter._patternState`) at which a post found that no
+    /// pattern can match this name (0: not known). Written by posters, only when it changes
+    /// (once per pattern subscription at most), so that later posts skip the pattern check.
+    let patternMiss = Atomic<UInt>(0)
 
     @exclusivity(unchecked) var buffer: _SlotBuffer
     @exclusivity(unchecked) var live = 0
