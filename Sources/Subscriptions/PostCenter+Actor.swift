@@ -105,7 +105,7 @@ extension PostCenter {
     ///
     /// Ordering, threading, lifetime, cancellation, `from`, `replay`, `once` and `coalesced` are
     /// those of
-    /// ``subscribe(_:from:on:replay:once:coalesced:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_,_,_,_)``: posts of one thread
+    /// ``subscribe(_:from:on:replay:once:coalesced:priority:fileID:line:handler:)-(Topic<Payload>,_,_,_,_,_,_,_,_,_)``: posts of one thread
     /// arrive in order, the poster never waits, the actor is held weakly, and when `cancel()`
     /// returns no handler starts again and a running one has returned (unless `cancel()` is
     /// called from inside it). The handler is `@Sendable` because it runs in a task of its own,

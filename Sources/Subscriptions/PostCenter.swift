@@ -76,7 +76,7 @@ public final class PostCenter: Sendable {
 
     /// How many subscriptions the next post of `name` would reach: paused and cancelled ones,
     /// and registrations whose observer deallocated, are not counted. Pattern subscriptions
-    /// (``subscribe(matching:from:delivery:once:priority:fileID:line:handler:)``) that match
+    /// (``subscribe(matching:from:delivery:replay:once:priority:fileID:line:handler:)-(_,_,Delivery,_,_,_,_,_,_)``) that match
     /// `name` are counted too.
     ///
     /// - Complexity: O(subscriptions of the name, and of the patterns that match it).
