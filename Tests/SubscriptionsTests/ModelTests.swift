@@ -11,7 +11,11 @@ import Testing
 /// `subscriptionCount(for:)` of every name, `observers(for:)` of every protocol, the set of live
 /// tokens and `isActive` of each. On a divergence the test fails with the
 /// seed and the shortest failing operation sequence the shrinker found.
-@Suite("Model-based", .tags(.modelBased))
+///
+/// Serialized: each run is seconds of CPU (minutes under ThreadSanitizer) on a thread of its own;
+/// ten at once on two cores would leave Swift's cooperative pool, which every async test of the
+/// run shares, a sixth of the CPU.
+@Suite("Model-based", .serialized, .tags(.modelBased))
 struct ModelTests {
     static let seeds: [UInt64] = (1...10).map { 0xC0FF_EE00 &+ $0 }
 
