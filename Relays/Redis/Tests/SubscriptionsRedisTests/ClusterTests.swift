@@ -141,11 +141,7 @@ struct ClusterTests {
         traffic.stop()
         traffic.post(rounds: 1)
         #expect(await settles { traffic.lastRoundArrived() }, "no subscription lost: \(traffic.receivedPerName)")
-        #expect(
-            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
-            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
-        )
-        #expect(traffic.inOrder)
+        traffic.expectEveryPostAccountedForInOrder()
         print(
             "cluster slot move: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
@@ -195,11 +191,7 @@ struct ClusterTests {
         #expect(
             await settles { traffic.lastRoundArrived() },
             "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
-        #expect(
-            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
-            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
-        )
-        #expect(traffic.inOrder)
+        traffic.expectEveryPostAccountedForInOrder()
         #expect(
             traffic.logB.values.contains {
                 if case .disconnected(let reason) = $0 { reason.contains("\(victim.port)") } else { false }
@@ -237,11 +229,7 @@ struct ClusterTests {
         #expect(
             await settles { traffic.lastRoundArrived() },
             "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
-        #expect(
-            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
-            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
-        )
-        #expect(traffic.inOrder)
+        traffic.expectEveryPostAccountedForInOrder()
         print(
             "cluster reshard (\(count) slots): made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
@@ -277,11 +265,7 @@ struct ClusterTests {
         #expect(
             await settles { traffic.lastRoundArrived() },
             "no subscription lost: \(traffic.receivedPerName.mapValues(\.last))")
-        #expect(
-            traffic.posts == traffic.receivedCount + traffic.relayB.missedPosts + traffic.unnumbered,
-            "made \(traffic.posts) received \(traffic.receivedCount) missed \(traffic.relayB.missedPosts) dropped \(traffic.relayA.dropCounts)"
-        )
-        #expect(traffic.inOrder)
+        traffic.expectEveryPostAccountedForInOrder()
         print(
             "cluster primary restarted: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )

@@ -1,6 +1,7 @@
 import Foundation
 import Subscriptions
 import Synchronization
+import Testing
 
 @testable import SubscriptionsRedis
 
@@ -91,6 +92,16 @@ final class Traffic: Sendable {
     var receivedCount: Int { received.count }
 
     /// Whether B received the last round's post of every name.
+    /// The fault tests' accounting: every post made was received, counted missed by B, or dropped
+    /// unnumbered by A; and each name's posts arrived in order.
+    func expectEveryPostAccountedForInOrder(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(
+            posts == receivedCount + relayB.missedPosts + unnumbered,
+            "made \(posts) received \(receivedCount) missed \(relayB.missedPosts) dropped \(relayA.dropCounts)",
+            sourceLocation: sourceLocation)
+        #expect(inOrder, sourceLocation: sourceLocation)
+    }
+
     func lastRoundArrived() -> Bool {
         let last = posts / names.count - 1
         let values = receivedPerName
