@@ -32,8 +32,13 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
 
     static let headerWords = 3
 
+    /// Zero words after the last slot, never written: a post's walk reads `walkPadding` slots
+    /// ahead of the one it calls (to hint the processor, see `PostCenter._walk`) without a bounds
+    /// check. A read past `count` sees 0 or an entry being appended; either is only a hint.
+    static let walkPadding = 4
+
     static func allocate(capacity: Int) -> _SlotBuffer {
-        let words = _allocateAtomicWords(headerWords + capacity)
+        let words = _allocateAtomicWords(headerWords + capacity + walkPadding)
         words[1].store(UInt(capacity), ordering: .relaxed)
         return _SlotBuffer(words: words)
     }
@@ -47,7 +52,7 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
     }
 
     func free() {
-        _freeAtomicWords(words, _SlotBuffer.headerWords + capacity)
+        _freeAtomicWords(words, _SlotBuffer.headerWords + capacity + _SlotBuffer.walkPadding)
     }
 
     var bits: UInt { UInt(bitPattern: words) }
@@ -76,6 +81,10 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
     static func entry(_ bits: UInt) -> Unmanaged<_Entry> {
         Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
     }
+
+    /// The first slot's word: a walk steps through `slots ..< slots + count`.
+    @inline(__always)
+    var slots: UnsafeMutablePointer<Atomic<UInt>> { words + _SlotBuffer.headerWords }
 
     @inline(__always)
     func slot(_ i: Int) -> UInt {

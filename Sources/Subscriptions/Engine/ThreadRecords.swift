@@ -201,6 +201,10 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     @inline(__always)
     func setAt(_ f: Int, _ bits: UInt) { frame(f)[2].store(bits, ordering: .releasing) }
 
+    /// The word `setAt(f, _)` stores to, for a walk that publishes many entries in one frame.
+    @inline(__always)
+    func atWord(_ f: Int) -> UnsafeMutablePointer<Atomic<UInt>> { frame(f) + 2 }
+
     /// The entry frame `f` calls (its last `setAt`), read by the frame's own thread: the cold path
     /// of a handler that threw finds its entry here rather than keep it in a register.
     @inline(__always)
