@@ -15,8 +15,8 @@
 ///
 /// With `replay: true` a pattern subscription first gets every retained post whose name it
 /// matches, oldest first, then live posts, none twice and none out of order (a paced one: the
-/// newest of them, as the first post its pacing sees). Actor pattern subscriptions take no
-/// `replay:`.
+/// newest of them, as the first post its pacing sees; a coalesced actor one: the newest of them,
+/// as the newest post of a burst).
 extension PostCenter {
     /// Subscribes `handler` to the posts of every name that `pattern` matches.
     ///
@@ -112,6 +112,10 @@ extension PostCenter {
     ///   - sender: When given, only posts made `from:` this object are delivered. Held weakly.
     ///   - actor: The actor the handler runs on. Held weakly: once it deallocates, nothing more
     ///     is delivered.
+    ///   - replay: When `true`, the handler first gets every retained post whose name `pattern`
+    ///     matches (with `from:`, only those made `from:` that sender), oldest first, on the actor,
+    ///     then every later post, none twice; with `coalesced: true`, the newest of them; with
+    ///     `once: true`, the oldest of them is its one post.
     ///   - once: When `true`, exactly one post is delivered.
     ///   - coalesced: When `true`, a burst of posts reaches the actor as its newest post only.
     ///   - priority: Where the handler runs among the pattern's handlers. Default 0.
@@ -124,14 +128,21 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     /// - Complexity: amortised O(1).
     public func subscribe<A: Actor>(
-        matching pattern: NamePattern, from sender: AnyObject? = nil, on actor: A, once: Bool = false,
-        coalesced: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
+        matching pattern: NamePattern, from sender: AnyObject? = nil, on actor: A, replay: Bool = false,
+        once: Bool = false, coalesced: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         handler: @escaping @Sendable (isolated A, String, PostObject) throws -> Void
     ) -> Subscription {
         let key = _notePattern(pattern)
-        return _actorSubscription(
-            key, sender: sender, actor: actor, replay: false, once: once, coalesced: coalesced, priority, fileID,
-            line
-        ) { (actor: isolated A, post: _NamedPost) in try handler(actor, post.name, post.post) }
+        let named: @Sendable (isolated A, _NamedPost) throws -> Void = { actor, post in
+            try handler(actor, post.name, post.post)
+        }
+        if coalesced && !once {
+            return _addPatternCoalescingActor(
+                _CoalescingActorEntry(actor: actor, tracker: _deliveries, sender: sender, handler: named), pattern,
+                key, replay: replay, fileID, line, priority)
+        }
+        let entry = _ActorEntry(
+            queue: _actorQueue(for: actor), tracker: _deliveries, sender: sender, once: once, handler: named)
+        return _addPatternActor(entry, pattern, key, replay: replay, fileID, line, priority)
     }
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Subscriptions
+import SubscriptionsTestSupport
 import Synchronization
 import Testing
 
@@ -271,6 +272,143 @@ struct Guarantee18PatternSubscriptions {
         #expect(log.values == ["doc.a:1", "doc.b:b2", "player:doc.a", "doc.c:"])
         #expect(queuedLog.values == ["doc.a", "other", "doc.b", "doc.c"])
         withExtendedLifetime((token, filtered, queued)) {}
+    }
+
+    /// An actor pattern subscription with `replay: true` gets every matching retained post on
+    /// the actor, oldest first (with `from:`, only that sender's), then live posts; with
+    /// `once: true` the oldest alone; with `coalesced: true` the newest as its first call.
+    @Test(.tags(.pin)) func actorReplayHandsOverEveryMatchingRetainedPostOldestFirst() async {
+        let center = PostCenter()
+        let player = Player()
+        center.post("doc.b", PostObject(flag: "b"), retain: true)
+        center.post(Topic<Int>("doc.a"), 1, from: player, retain: true)
+        center.post("other", PostObject(flag: "x"), retain: true)
+        center.post("doc.b", PostObject(flag: "b2"), retain: true)
+        let every = PatternActor()
+        let fromPlayer = PatternActor()
+        let one = PatternActor()
+        let newest = PatternActor()
+        let everyToken = center.subscribe(matching: .prefix("doc."), on: every, replay: true) { actor, name, post in
+            actor.note("\(name):\(post.flag)\(post.payload(as: Int.self).map(String.init) ?? "")")
+        }
+        let playerToken = center.subscribe(matching: .all, from: player, on: fromPlayer, replay: true) {
+            actor, name, _ in actor.note(name)
+        }
+        let oneToken = center.subscribe(matching: .all, on: one, replay: true, once: true) { actor, name, post in
+            actor.note("\(name):\(post.flag)")
+        }
+        let newestToken = center.subscribe(matching: .all, on: newest, replay: true, coalesced: true) {
+            actor, name, post in actor.note("\(name):\(post.flag)")
+        }
+        await center.waitForPendingDeliveries()
+        #expect(center.post("doc.c", PostObject(flag: "c")) == 2)
+        await center.waitForPendingDeliveries()
+        #expect(await every.seen == ["doc.a:1", "doc.b:b2", "doc.c:c"])
+        #expect(await fromPlayer.seen == ["doc.a"])
+        #expect(await one.seen == ["doc.a:"])
+        #expect(await newest.seen == ["doc.b:b2", "doc.c:c"])
+        withExtendedLifetime((everyToken, playerToken, oneToken, newestToken)) {}
+    }
+
+    /// A retained post made while an actor pattern subscription replays reaches it exactly once:
+    /// a thread retains 300 posts of one name while the subscription is made, so the replayed
+    /// post and the live ones meet; the actor sees a run of consecutive numbers ending at the
+    /// last, none twice, none out of order.
+    @Test(.tags(.pin)) func actorReplayMeetsConcurrentRetainedPostsExactlyOnce() async {
+        for _ in 0..<20 {
+            let center = PostCenter()
+            let topic = Topic<Int>("race.x")
+            center.post(topic, 0, retain: true)
+            let actor = PatternActor()
+            let started = Atomic<Bool>(false)
+            let poster = TestThread {
+                started.store(true, ordering: .releasing)
+                for i in 1...300 { center.post(topic, i, retain: true) }
+            }
+            while !started.load(ordering: .acquiring) {}
+            let token = center.subscribe(matching: .prefix("race."), on: actor, replay: true) { actor, _, post in
+                actor.note(String(post.payload(as: Int.self) ?? -1))
+            }
+            await poster.joined()
+            await center.waitForPendingDeliveries()
+            let seen = await actor.seen.compactMap(Int.init)
+            #expect(seen.last == 300)
+            #expect(seen == Array((seen.first ?? 0)...300))
+            withExtendedLifetime(token) {}
+        }
+    }
+
+    /// The same race for the pattern replays that keep only the newest post: a queued,
+    /// coalesced subscription and a coalesced actor one. Each sees strictly increasing numbers
+    /// ending at the last: a replayed post that also reaches it live would repeat a number.
+    @Test(.tags(.pin)) func newestOnlyReplaysMeetConcurrentRetainedPostsExactlyOnce() async {
+        for _ in 0..<20 {
+            let center = PostCenter()
+            let topic = Topic<Int>("race.y")
+            center.post(topic, 0, retain: true)
+            let actor = PatternActor()
+            let queued = Recorder<Int>()
+            let queue = DispatchQueue(label: "race.y")
+            let started = Atomic<Bool>(false)
+            let poster = TestThread {
+                started.store(true, ordering: .releasing)
+                for i in 1...300 { center.post(topic, i, retain: true) }
+            }
+            while !started.load(ordering: .acquiring) {}
+            let paced = center.subscribe(matching: .prefix("race."), delivery: .queue(queue).coalesced, replay: true) {
+                _, post in queued.append(post.payload(as: Int.self) ?? -1)
+            }
+            let onActor = center.subscribe(matching: .all, on: actor, replay: true, coalesced: true) { actor, _, post in
+                actor.note(String(post.payload(as: Int.self) ?? -1))
+            }
+            await poster.joined()
+            await center.waitForPendingDeliveries()
+            for seen in [queued.values, await actor.seen.compactMap(Int.init)] {
+                #expect(seen.last == 300)
+                #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 }, "\(seen)")
+            }
+            withExtendedLifetime((paced, onActor)) {}
+        }
+    }
+
+    /// The race above, driven: a retained post is held by its name's own handler (so before it
+    /// reaches any pattern) while pattern subscriptions replay it and handle it; released, it
+    /// reaches them live and each drops it. Every entry kind that replays on its own: an actor,
+    /// a coalesced actor, a coalesced queue.
+    @Test(.tags(.pin)) func aReplayedPostHeldBeforeThePatternsIsNotDeliveredAgainLive() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("held.x")
+        let early = center.subscribe(matching: .prefix("zzz.")) { _, _ in }  // the center has patterns
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let holder = center.subscribe(topic) { _ in
+            entered.signal()
+            release.wait()
+        }
+        let poster = TestThread { center.post(topic, 1, retain: true) }
+        await TestThread.run { entered.wait() }
+        let plain = PatternActor()
+        let coalesced = PatternActor()
+        let queued = Recorder<Int>()
+        let tokens = [
+            center.subscribe(matching: .prefix("held."), on: plain, replay: true) { actor, _, post in
+                actor.note(String(post.payload(as: Int.self) ?? -1))
+            },
+            center.subscribe(matching: .prefix("held."), on: coalesced, replay: true, coalesced: true) {
+                actor, _, post in actor.note(String(post.payload(as: Int.self) ?? -1))
+            },
+            center.subscribe(
+                matching: .prefix("held."), delivery: .queue(DispatchQueue(label: "held")).coalesced, replay: true
+            ) { _, post in queued.append(post.payload(as: Int.self) ?? -1) },
+        ]
+        await center.waitForPendingDeliveries()
+        release.signal()
+        await poster.joined()
+        await center.waitForPendingDeliveries()
+        #expect(await plain.seen == ["1"])
+        #expect(await coalesced.seen == ["1"])
+        #expect(queued.values == [1])
+        withExtendedLifetime((early, holder, tokens)) {}
     }
 
     /// A name's route remembers that no pattern matched it, and forgets it at the next pattern

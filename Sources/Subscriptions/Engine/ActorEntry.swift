@@ -93,10 +93,11 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     }
 
     /// A typed post of exactly `Payload` (the common case) hands the value over without an
-    /// envelope or a cast; any other type, or a sender filter (which needs the post's sender),
-    /// takes the envelope path.
+    /// envelope or a cast; any other type, a sender filter (which needs the post's sender), or a
+    /// replay (whose check of a retained post's version needs the sender too: a pattern's posts
+    /// are typed) takes the envelope path.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
         guard actor != nil else { return noteGone(route) }
         if once && !claim(route) { return false }
         append(payload.assumingMemoryBound(to: Payload.self).pointee, route)

@@ -316,9 +316,10 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     /// A typed post of exactly `Payload` hands the value over without an envelope, unless a
-    /// sender filter needs the post's sender (the envelope path has it).
+    /// sender filter or a replay's version check needs the post's sender (the envelope path has
+    /// it; a pattern's posts are typed).
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
         if observed && observer == nil { return noteGone(route) }
         if let delay = slot.offer(raw: payload) { arm(delay, route) }
         return true
@@ -446,8 +447,9 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
         return true
     }
 
+    /// As `_PacedEntry`'s: the envelope path when a sender filter or a replay needs the sender.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered else { return nil }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
         guard actor != nil else { return noteGone(route) }
         if slot.offer(raw: payload) != nil { start(route) }
         return true

@@ -329,6 +329,65 @@ extension PostCenter {
     }
 }
 
+extension PostCenter {
+    /// `_addActor` for a pattern's actor subscription: with `replay`, every retained post whose
+    /// name `pattern` matches (and that passes the sender filter) is in the entry's mailbox,
+    /// oldest first, before the entry is published; a one-shot gets the oldest alone and is spent
+    /// before it is published. `replayed` is the table's last version, so a retained post that
+    /// was replayed and whose live delivery is still walking reaches the entry only to be dropped.
+    /// Everything runs under the retained table's lock, as a name's hand-over does.
+    func _addPatternActor<A>(
+        _ entry: _ActorEntry<A, _NamedPost>, _ pattern: NamePattern, _ key: _NameKey, replay: Bool,
+        _ fileID: String, _ line: Int, _ priority: Int
+    ) -> Subscription {
+        guard replay else { return _addActor(entry, to: key, replay: false, fileID, line, priority) }
+        entry.site = _CallSites.shared.intern(fileID, line)
+        let (token, route, live, start, spent) = _retained.withLock { table in
+            var start = false
+            var spent = false
+            entry.replayed = table.lastVersion
+            for record in table.matching(pattern) where record.post.matches(filtered: entry.filtered, entry.sender) {
+                let named = _NamedPost(name: record.name, post: record.post.envelope)
+                if entry.once { entry.state.store(_Entry.spent, ordering: .relaxed) }
+                start = entry.preload(named) || start
+                if entry.once {
+                    spent = true
+                    break
+                }
+            }
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
+            return (token, route, live, start, spent)
+        }
+        if spent { route._detach(entry) }
+        _noteSubscriptionCount(key, live)
+        if start { entry.startDraining(route) }
+        return token
+    }
+
+    /// `_addPatternActor` for a coalescing actor entry: the newest matching retained post is the
+    /// first payload its slot holds, as the newest post of a burst would be.
+    func _addPatternCoalescingActor<A>(
+        _ entry: _CoalescingActorEntry<A, _NamedPost>, _ pattern: NamePattern, _ key: _NameKey, replay: Bool,
+        _ fileID: String, _ line: Int, _ priority: Int
+    ) -> Subscription {
+        guard replay else { return _addCoalescingActor(entry, to: key, replay: false, fileID, line, priority) }
+        entry.site = _CallSites.shared.intern(fileID, line)
+        let (token, route, live, start) = _retained.withLock { table in
+            var start = false
+            entry.replayed = table.lastVersion
+            let newest = table.matching(pattern).last { $0.post.matches(filtered: entry.filtered, entry.sender) }
+            if let newest {
+                start = entry.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope)) != nil
+            }
+            let (token, route, live) = _insert(entry, to: key, priority: priority)
+            return (token, route, live, start)
+        }
+        _noteSubscriptionCount(key, live)
+        if start { entry.start(route) }
+        return token
+    }
+}
+
 extension _RetainedTable {
     /// The retained posts whose name `pattern` matches, oldest first.
     func matching(_ pattern: NamePattern) -> [(name: String, post: _RetainedPost)] {
