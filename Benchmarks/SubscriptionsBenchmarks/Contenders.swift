@@ -44,6 +44,26 @@ func callClosures(_ closures: [(Int) -> Void], _ value: Int, _ iterations: Int) 
     return iterations &* closures.count
 }
 
+/// A closure in an object of its own, for the loop without reference counting.
+final class ClosureBox {
+    let call: (Int) -> Void
+    init(_ call: @escaping (Int) -> Void) { self.call = call }
+}
+
+/// The floor without reference counting (issue 37's): the same closures, each in an object
+/// (`ClosureBox`) reached through an unretained reference and called borrowed, none retained or
+/// released (`boxes` keeps them alive). Each call loads the box, then its closure, as our walk
+/// loads an entry, then its handler.
+@inline(never)
+func callClosuresBorrowed(_ boxes: UnsafeBufferPointer<Unmanaged<ClosureBox>>, _ value: Int, _ iterations: Int)
+    -> Int
+{
+    for _ in 0..<iterations {
+        for box in boxes { box._withUnsafeGuaranteedRef { $0.call(value) } }
+    }
+    return iterations &* boxes.count
+}
+
 @inline(never)
 func subscribeAndCancel(_ center: PostCenter, _ name: String, _ counter: Counter, _ iterations: Int) {
     for _ in 0..<iterations {

@@ -5,6 +5,10 @@ import Subscriptions
 private let typedTargets: [Int: Double] = [1: 5, 10: 10, 100: 15, 1000: 15]
 private let plainTargets: [Int: Double] = [1: 3, 10: 8, 100: 12, 1000: 12]
 private let loopTarget = 0.6
+/// Issue 37's targets: a typed post ≥ 30× NotificationCenter at 100 and 1,000 subscribers, and
+/// ≤ 1.5× the closure loop without reference counting per handler at 1,000.
+private let typedTargetsIssue37: [Int: Double] = [100: 30, 1000: 30]
+private let borrowedLoopTarget = 1.5
 
 /// Post to N = 1, 10, 100, 1000 subscribers: typed, plain (new and reused envelope),
 /// NotificationCenter with block observers, and a bare closure loop.
@@ -15,6 +19,8 @@ func fanoutSection(_ config: RunConfig) -> Section {
             "ns/post: median over \(config.repetitions) repetitions of ≥ \(config.minimumRunNanos / 1_000_000) ms each (\(config.clock.rawValue) time); ns/handler = ns/post ÷ N.",
             "NC/ours: NotificationCenter's ns/post ÷ this row's (speed-up), against the NotificationCenter row of the same",
             "form (object nil, or with a sender). ours/loop: this row's ns/handler ÷ the bare loop's.",
+            "'closure loop, boxed, no ARC': the same closures, each in an object reached unretained and called borrowed: no retain",
+            "or release (the floor of issue 37's ≤ 1.5× target, checked at 1,000 as ours ÷ that loop per handler).",
             "Every handler does `counter += value` (or `+= 1`) through a captured UnsafeMutablePointer<Int>.",
             "'new PostObject' makes an envelope per post (post(name, flag:data:)), as NotificationCenter.post(name:object:)",
             "makes a Notification per post. The targets are judged on the nil-object forms, NotificationCenter's fastest.",
@@ -41,6 +47,8 @@ func fanoutSection(_ config: RunConfig) -> Section {
         subscribeMany(plainCenter, plainName, counter, n, into: &tokens)
         observeMany(foundation, notificationName, counter, n, into: &observers)
         appendClosures(counter, n, into: &closures)
+        let boxes = closures.map(ClosureBox.init)
+        let unretained = boxes.map { Unmanaged.passUnretained($0) }  // `boxes` outlives every call
 
         /// Checks the handler calls (each adds `perCall`) and, for PostCenter and the loop, the
         /// count the loop returned.
@@ -82,8 +90,15 @@ func fanoutSection(_ config: RunConfig) -> Section {
             "bare loop over [(Int) -> Void]", prepare: prepare,
             body: { delivered = callClosures(closures, value, $0) },
             verify: verifier("closure loop over \(n)", perCall: value))
-        let cases = [typed, plain, reused, nc, plainSender, ncSender, loop]
+        let borrowed = Case(
+            "closure loop, boxed, no ARC", prepare: prepare,
+            body: { iterations in
+                delivered = unretained.withUnsafeBufferPointer { callClosuresBorrowed($0, value, iterations) }
+            },
+            verify: verifier("borrowed closure loop over \(n)", perCall: value))
+        let cases = [typed, plain, reused, nc, plainSender, ncSender, loop, borrowed]
         measure(cases, config)
+        let borrowedHandler = borrowed.stats.median / Double(n)
 
         let loopHandler = loop.stats.median / Double(n)
         for c in cases {
@@ -93,7 +108,7 @@ func fanoutSection(_ config: RunConfig) -> Section {
             let speedup = reference.stats.median / s.median
             let vsLoop = perHandler / loopHandler
             var checks: [Check] = []
-            var targetText = c === nc || c === ncSender || c === loop ? "(reference)" : "(info)"
+            var targetText = c === nc || c === ncSender || c === loop || c === borrowed ? "(reference)" : "(info)"
             if c === typed {
                 let t = typedTargets[n]!
                 checks.append(
@@ -109,6 +124,23 @@ func fanoutSection(_ config: RunConfig) -> Section {
                             target: "≤ \(loopTarget)× its time", measured: vsLoop, text: times(vsLoop),
                             pass: vsLoop <= loopTarget))
                     targetText += ", ≤\(loopTarget)× loop"
+                }
+                if let t = typedTargetsIssue37[n] {
+                    checks.append(
+                        section.check(
+                            "typed post vs NotificationCenter, \(n) subscribers (issue 37)",
+                            target: "≥ \(Int(t))× faster", measured: speedup, text: times(speedup) + " faster",
+                            pass: speedup >= t))
+                    targetText += ", ≥\(Int(t))× NC"
+                }
+                if n == 1000 {
+                    let vsBorrowed = perHandler / borrowedHandler
+                    checks.append(
+                        section.check(
+                            "typed post per handler vs the closure loop without ARC, 1,000 subscribers (issue 37)",
+                            target: "≤ \(borrowedLoopTarget)× its time", measured: vsBorrowed, text: times(vsBorrowed),
+                            pass: vsBorrowed <= borrowedLoopTarget))
+                    targetText += ", ≤\(borrowedLoopTarget)× boxed (\(times(vsBorrowed)))"
                 }
             } else if c === plain {
                 let t = plainTargets[n]!
@@ -134,7 +166,7 @@ func fanoutSection(_ config: RunConfig) -> Section {
                     target: checks.isEmpty ? nil : checks.map(\.target).joined(separator: "; "),
                     pass: checks.isEmpty ? nil : checks.allSatisfy(\.pass)))
         }
-        withExtendedLifetime((tokens, observers)) {}
+        withExtendedLifetime((tokens, observers, boxes)) {}
         for observer in observers { foundation.removeObserver(observer) }
     }
     return section
