@@ -8,6 +8,8 @@
 //     swift run -c release RelayBenchmarks --port 6379 [--quick] [--pipeline 128]
 //     RELAY_CLUSTER_PORTS=… RelayBenchmarks --port 6379 --cluster-throughput [--quick]
 //         (one relay against a cluster beside one server: ClusterThroughput.swift)
+//     RelayBenchmarks --codec [--quick]
+//         (the payload codec against JSON and binary plists, no server: CodecComparison.swift)
 //
 // The benchmark starts itself a second time as the receiving process (`--receive`). Each row is
 // the median of several repetitions, interleaved with redis-benchmark's, so that a burst of load
@@ -75,6 +77,7 @@ let historyLength = option("--history").flatMap(Int.init) ?? 0
 let benchmarkCommand = historyLength > 0 ? "XADD" : "PUBLISH"
 
 if arguments.contains("--cluster-throughput") { clusterThroughput(port: port, quick: quick) }
+if arguments.contains("--codec") { codecComparison(quick: quick) }
 
 // MARK: Receiving process
 

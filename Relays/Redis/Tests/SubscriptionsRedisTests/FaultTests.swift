@@ -18,8 +18,17 @@ struct FaultTests {
         }
     }
 
-    @Test func theRelayRecoversFromAServerRestartAndCountsWhatItDropped() throws {
-        let server = try RedisServer()
+    /// A kill -9 and a restart, with and without `appendonly yes` (pub/sub keeps nothing on the
+    /// server: the two behave alike; history mode's restart is in RecoveryTests).
+    @Test(arguments: [false, true])
+    func theRelayRecoversFromAServerRestartAndCountsWhatItDropped(appendOnly: Bool) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-aof-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try RedisServer(arguments: appendOnly ? ["--appendonly", "yes", "--dir", directory] : [])
+        // Redis 7 keeps its append-only files in `appendonlydir` (6 writes `appendonly.aof`).
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        #expect(files.contains { $0.hasPrefix("appendonly") } == appendOnly, "\(files)")
         let pair = try Pair(port: server.port, prefix: uniquePrefix())
         let tokens = [pair.relayA.relay(.chat), pair.relayB.relay(.chat)]
         let atB = Collector<Int>()

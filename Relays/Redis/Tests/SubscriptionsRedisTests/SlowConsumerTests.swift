@@ -17,12 +17,16 @@ func settled(timeout: Duration = .seconds(20), _ condition: () -> Bool) async ->
 
 @Suite("Liveness is judged by the server, never by handler speed")
 struct SlowConsumerTests {
-    @Test func aSlowHandlerNeverDisconnectsAndEveryPostIsReceivedOrMissed() async throws {
+    /// In both modes (`historyLength` 0 and 10,000); in history mode reading waits for the handler,
+    /// so nothing is missed at all.
+    @Test(arguments: [0, 10_000])
+    func aSlowHandlerNeverDisconnectsAndEveryPostIsReceivedOrMissed(historyLength: Int) async throws {
         // Issue 39: a 15 ms handler made the subscriber close its own connection ("no answer to PING"),
         // because the time of the last answer was taken before the handlers of a read ran.
         let prefix = uniquePrefix()
         var options = fastOptions
         options.pingInterval = .milliseconds(250)
+        options.historyLength = historyLength
         let a = PostCenter()
         let b = PostCenter()
         let port = RedisServer.shared
@@ -48,9 +52,12 @@ struct SlowConsumerTests {
         }
         #expect(await settled(timeout: .seconds(60)) { received.values.last == made - 1 })
         let values = received.values
-        print("slow handler: made \(made), received \(values.count), missed \(relayB.missedPosts)")
+        print(
+            "slow handler (historyLength \(historyLength)): made \(made), received \(values.count), missed \(relayB.missedPosts)"
+        )
         #expect(values == values.sorted())
         #expect(values.count + relayB.missedPosts == made, "\(values.count) + \(relayB.missedPosts)")
+        if historyLength > 0 { #expect(values == Array(0..<made) && relayB.missedPosts == 0) }
         #expect(relayA.droppedPosts == 0)
         await relayB.close()
         let rest = await events.read { _ in false }

@@ -24,15 +24,20 @@ final class Traffic: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     nonisolated(unsafe) private var tokens: [Subscription] = []
 
-    init(url: String, topology: RedisRelay.Topology, prefix: String, names: [String]) throws {
+    /// B connects to `urlOfB` when given (a proxy, say), else to `url` as A does.
+    init(
+        url: String, urlOfB: String? = nil, topology: RedisRelay.Topology, prefix: String, names: [String],
+        historyLength: Int = 0
+    ) throws {
         var options = fastOptions
         options.topology = topology
         options.connectTimeout = .milliseconds(500)
         options.pingInterval = .milliseconds(500)
+        options.historyLength = historyLength
         a = PostCenter()
         let b = PostCenter()
         relayA = try RedisRelay(center: a, url: url, channelPrefix: prefix, options: options)
-        relayB = try RedisRelay(center: b, url: url, channelPrefix: prefix, options: options)
+        relayB = try RedisRelay(center: b, url: urlOfB ?? url, channelPrefix: prefix, options: options)
         logB = EventLog(relayB)
         self.names = names
         var tokens: [Subscription] = []

@@ -1,0 +1,219 @@
+import Foundation
+import Subscriptions
+import Testing
+
+@testable import SubscriptionsRedis
+
+/// Where the faults of the matrix strike, and in which mode.
+struct FaultCase: Sendable, CustomTestStringConvertible {
+    /// `RedisRelay.Options.historyLength`: 0 is pub/sub mode.
+    let historyLength: Int
+    /// Whether the sending relay A is cut off too (else only the receiving relay B is).
+    let cutsSender: Bool
+
+    var testDescription: String {
+        (historyLength == 0 ? "pub/sub" : "history \(historyLength)") + (cutsSender ? ", both relays" : ", receiver")
+    }
+
+    /// Pub/sub with both relays cut off; history with the receiver cut off (a sender cut off stores
+    /// nothing that could be recovered); history with both cut off.
+    static let blackHoles = [
+        FaultCase(historyLength: 0, cutsSender: true),
+        FaultCase(historyLength: 50_000, cutsSender: false),
+        FaultCase(historyLength: 50_000, cutsSender: true),
+    ]
+    /// A fault of the server itself reaches both relays.
+    static let serverFaults = [
+        FaultCase(historyLength: 0, cutsSender: true), FaultCase(historyLength: 50_000, cutsSender: true),
+    ]
+}
+
+/// The fault matrix of issue 39 that the other suites leave out: a 15 s black hole both ways, a
+/// 12 s frozen server (SIGSTOP) and a `CLIENT KILL` of every client, each during traffic (a round
+/// of posts on two names about every millisecond), in both modes. The checks, after the traffic
+/// stopped and its last round arrived (every wait bounded, nothing about time asserted):
+///
+/// - every post made was received, counted missed by the receiver, or dropped unnumbered by the
+///   sender; each name's posts arrived in order, none twice; the relays said they were
+///   disconnected and connected again;
+/// - history mode, receiver cut off: every post was received, exactly once, in order, and what the
+///   fault held back is reported `.recovered`; with the sender cut off too, the receiver misses at
+///   most the posts the sender never got an answer for (everything stored was delivered).
+@Suite("Fault matrix: a black hole, a frozen server and CLIENT KILL during traffic, in both modes")
+struct FaultMatrixTests {
+    @Test(arguments: FaultCase.blackHoles)
+    func aFifteenSecondBlackHoleBothWaysLosesNothingUncounted(_ fault: FaultCase) async throws {
+        // A server of its own: a catch-up of some 20,000 posts keeps a shared server busy, and the
+        // other suites' PINGs wait behind it.
+        let server = try RedisServer()
+        let port = server.port
+        let proxy = try LoopbackProxy(to: port)
+        let direct = "redis://127.0.0.1:\(port)"
+        let proxied = "redis://127.0.0.1:\(proxy.port)"
+        let traffic = try Traffic(
+            url: fault.cutsSender ? proxied : direct, urlOfB: proxied, topology: .standalone,
+            prefix: uniquePrefix(), names: ["one", "two"], historyLength: fault.historyLength)
+        let logA = EventLog(traffic.relayA)
+        #expect(await traffic.ready())
+        traffic.start()
+        #expect(await settles { traffic.receivedCount >= 200 })
+
+        proxy.blackHole()
+        let holed = ContinuousClock.now
+        let madeBefore = traffic.posts
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count(isDisconnection) >= 1 })
+        try await Task.sleep(until: holed + .seconds(15), clock: .continuous)
+        let madeDuring = traffic.posts - madeBefore
+        proxy.resume()
+
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count { $0 == .connected } >= 2 })
+        if fault.cutsSender {
+            #expect(logA.count(isDisconnection) >= 1)
+            #expect(await settles(timeout: .seconds(30)) { logA.count { $0 == .connected } >= 2 })
+        }
+        let receivedAfter = traffic.receivedCount
+        #expect(await settles(timeout: .seconds(30)) { traffic.receivedCount >= receivedAfter + 200 })
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+        print(
+            "black hole 15 s (\(fault.testDescription)): made \(traffic.posts) (\(madeDuring) during), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), recovered \(traffic.relayB.recoveredPosts), dropped \(traffic.relayA.dropCounts), events of B \(traffic.logB.values)"
+        )
+        traffic.expectEveryPostAccountedForInOrder()
+        await expectModeChecks(traffic, fault)
+        await traffic.close()
+        proxy.close()
+        withExtendedLifetime(server) {}
+    }
+
+    @Test(arguments: FaultCase.serverFaults)
+    func aServerFrozenForTwelveSecondsLosesNothingUncounted(_ fault: FaultCase) async throws {
+        let server = try RedisServer()
+        let traffic = try Traffic(
+            url: "redis://127.0.0.1:\(server.port)", topology: .standalone, prefix: uniquePrefix(),
+            names: ["one", "two"], historyLength: fault.historyLength)
+        #expect(await traffic.ready())
+        traffic.start()
+        #expect(await settles { traffic.receivedCount >= 200 })
+
+        server.freeze(true)
+        let frozen = ContinuousClock.now
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count(isDisconnection) >= 1 })
+        try await Task.sleep(until: frozen + .seconds(12), clock: .continuous)
+        server.freeze(false)
+
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count { $0 == .connected } >= 2 })
+        let receivedAfter = traffic.receivedCount
+        #expect(await settles(timeout: .seconds(30)) { traffic.receivedCount >= receivedAfter + 200 })
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+        print(
+            "SIGSTOP 12 s (\(fault.testDescription)): made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts)"
+        )
+        traffic.expectEveryPostAccountedForInOrder()
+        await expectModeChecks(traffic, fault)
+        await traffic.close()
+    }
+
+    @Test(arguments: FaultCase.serverFaults)
+    func everyClientKilledDuringTrafficLosesNothingUncounted(_ fault: FaultCase) async throws {
+        let server = try RedisServer()
+        let url = "redis://127.0.0.1:\(server.port)"
+        let traffic = try Traffic(
+            url: url, topology: .standalone, prefix: uniquePrefix(), names: ["one", "two"],
+            historyLength: fault.historyLength)
+        #expect(await traffic.ready())
+        traffic.start()
+        #expect(await settles { traffic.receivedCount >= 200 })
+
+        for type in ["pubsub", "normal"] { try redisCommand(url, ["CLIENT", "KILL", "TYPE", type, "SKIPME", "yes"]) }
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count { $0 == .connected } >= 2 })
+        let receivedAfter = traffic.receivedCount
+        #expect(await settles(timeout: .seconds(30)) { traffic.receivedCount >= receivedAfter + 200 })
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+        print(
+            "CLIENT KILL (\(fault.testDescription)): made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts)"
+        )
+        #expect(traffic.logB.count(isDisconnection) >= 1)
+        traffic.expectEveryPostAccountedForInOrder()
+        await expectModeChecks(traffic, fault)
+        await traffic.close()
+    }
+
+    /// The output-buffer limit that throws a stalled pub/sub subscriber out (LossTests,
+    /// TailLossTests), in history mode: a history reader holds at most one reply, so a stalled reader
+    /// is not thrown out, and what was posted meanwhile is read when it resumes, once each, in order.
+    /// Not so under a `normal` limit below one read's reply (Redis's default is none): the reader is
+    /// thrown out, reconnects, asks for the same entries and is thrown out again, for ever.
+    @Test(arguments: ["pubsub 1mb 512kb 1", "normal 1mb 512kb 1"])
+    func anOutputBufferLimitCostsAStalledHistoryReaderNothing(_ limit: String) async throws {
+        let server = try RedisServer(arguments: ["--client-output-buffer-limit", limit])
+        let pair = try HistoryPair(port: server.port)
+        let log = EventLog(pair.relayB)
+        #expect(pair.waitUntilReady())
+        pair.relayB._pauseReading(true)
+        let text = String(repeating: "x", count: 1000)
+        let total = 20_000
+        for seq in 0..<total { pair.a.post(.chat, Message(seq: seq, text: text)) }
+        #expect(await settles { pair.relayA.publishedPosts + pair.relayA.droppedPosts == total })
+        #expect(pair.relayA.droppedPosts == 0)
+        pair.relayB._pauseReading(false)
+        // Bounded: everything received, or the reader thrown out three times (it would go on).
+        _ = await settles(timeout: .seconds(30)) {
+            pair.received.count >= total || log.count(isDisconnection) >= 3
+        }
+        print(
+            "output-buffer limit \(limit), history: made \(total), received \(pair.received.count), missed \(pair.relayB.missedPosts), events of B \(log.values.prefix(5))"
+        )
+        let check = {
+            #expect(pair.received.values == Array(0..<total))
+            #expect(pair.relayB.missedPosts == 0)
+            #expect(log.count(isDisconnection) == 0, "\(log.values.prefix(5))")
+        }
+        if limit.hasPrefix("normal") {
+            withKnownIssue(
+                "an XREAD reply over the server's normal output-buffer limit: the reader is thrown out and asks again"
+            ) { check() }
+        } else {
+            check()
+        }
+        withExtendedLifetime(pair) {}
+    }
+
+    /// History mode's promise on top of the accounting: with only the receiver cut off, nothing is
+    /// missed and what the fault held back is reported recovered; with the sender cut off too, the
+    /// receiver misses at most what the sender sent without an answer (what it never stored).
+    private func expectModeChecks(
+        _ traffic: Traffic, _ fault: FaultCase, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let relayB = traffic.relayB
+        guard fault.historyLength > 0 else { return }
+        if fault.cutsSender {
+            #expect(
+                relayB.missedPosts <= traffic.relayA.dropCounts.unacknowledged,
+                "missed \(relayB.missedPosts), dropped \(traffic.relayA.dropCounts)", sourceLocation: sourceLocation)
+        } else {
+            let rounds = traffic.posts / traffic.names.count
+            #expect(
+                traffic.receivedPerName
+                    == Dictionary(uniqueKeysWithValues: traffic.names.map { ($0, Array(0..<rounds)) }),
+                sourceLocation: sourceLocation)
+            #expect(relayB.missedPosts == 0 && traffic.relayA.droppedPosts == 0, sourceLocation: sourceLocation)
+            // `.recovered(count:)` follows the catch-up's last delivery: wait for it (bounded).
+            let reported = {
+                traffic.logB.values.reduce(0) { if case .recovered(let count) = $1 { $0 + count } else { $0 } }
+            }
+            #expect(relayB.recoveredPosts > 0, sourceLocation: sourceLocation)
+            #expect(
+                await settles(timeout: .seconds(30)) { reported() == relayB.recoveredPosts },
+                "reported \(reported()), recoveredPosts \(relayB.recoveredPosts)", sourceLocation: sourceLocation)
+        }
+    }
+}
+
+private func isDisconnection(_ event: RedisRelay.Event) -> Bool {
+    if case .disconnected = event { true } else { false }
+}
