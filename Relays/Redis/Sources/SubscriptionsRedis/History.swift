@@ -95,6 +95,8 @@
         }
 
         private(set) var cursors: [String: Cursor] = [:]
+        /// How many entries per channel a read may ask for (see `_HistoryReadCap`).
+        var readCap = _HistoryReadCap()
         /// Posts delivered by the catch-up in progress.
         private var recoveredPosts = 0
         /// Whether a catch-up is in progress (some channel had missed entries).

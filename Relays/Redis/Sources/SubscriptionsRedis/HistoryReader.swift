@@ -21,6 +21,10 @@
     func _serveHistory(_ core: _RelayCore, _ connection: _Connection, _ cursors: inout _HistoryCursors) -> String {
         cursors.connectionLost()
         var owed: [_HistoryReading.Owed] = []
+        // Lost with a read unanswered: the next connection asks for fewer entries (see `_HistoryReadCap`).
+        defer {
+            if owed.contains(where: { if case .read = $0 { true } else { false } }) { cursors.readCap.cut() }
+        }
         var needsSync = true
         let interval = core.options.pingInterval
         let block = _HistoryReading.block(interval)
@@ -58,9 +62,11 @@
                     let first = (window % windows) * _HistoryReading.maxStreams
                     let positions = all[first..<min(all.count, first + _HistoryReading.maxStreams)]
                     let pending = core.deliveries.withLock(\.pending)
-                    count = _HistoryReading.count(
-                        pending: pending, limit: core.options.maxPendingPosts, streams: positions.count,
-                        messageBytes: core.options.maximumMessageBytes)
+                    count = min(
+                        cursors.readCap.value,
+                        _HistoryReading.count(
+                            pending: pending, limit: core.options.maxPendingPosts, streams: positions.count,
+                            messageBytes: core.options.maximumMessageBytes))
                     guard count > 0 else { break reading }
                     window += 1
                     var command: [[UInt8]] = [
@@ -146,6 +152,7 @@
                     guard _read(core, reply, count: count, channels: channels, connection, &cursors) else {
                         return "the server's reply is malformed"
                     }
+                    cursors.readCap.answered()
                 }
             }
         }
@@ -301,6 +308,34 @@
     extension _HistoryReading {
         /// The field of a history entry that holds the relay message.
         static let messageField: [UInt8] = [UInt8(ascii: "m")]
+    }
+
+    /// The most entries per channel a read may ask for, learnt from connections lost while a read
+    /// was unanswered: a server whose `client-output-buffer-limit normal` is below one reply throws
+    /// the reader out as it answers, and a reader that asked for the same entries again would be
+    /// thrown out for ever. Halved at each such loss (down to 1); doubled back (up to
+    /// `_HistoryReading.maxCount`) after `regrowAfter` answered reads in a row, so that a loss for
+    /// another reason costs a while of smaller replies, never entries. Pure: kept with the cursors
+    /// across connections.
+    struct _HistoryReadCap: Equatable {
+        /// Answered reads in a row after which the cap doubles.
+        static let regrowAfter = 1024
+        private(set) var value = _HistoryReading.maxCount
+        private var answered = 0
+
+        /// A connection was lost while a read was unanswered.
+        mutating func cut() {
+            value = max(1, value / 2)
+            answered = 0
+        }
+
+        /// A read was answered.
+        mutating func answered(_ count: Int = 1) {
+            answered += count
+            guard answered >= _HistoryReadCap.regrowAfter else { return }
+            answered = 0
+            value = min(_HistoryReading.maxCount, value * 2)
+        }
     }
 
     /// The announced length of the first null value among `fields` (a message the gate kept out),

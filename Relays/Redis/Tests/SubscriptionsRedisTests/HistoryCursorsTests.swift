@@ -155,4 +155,27 @@ struct HistoryCursorsTests {
         #expect(_HistoryReading.block(.milliseconds(150)) == 75)
         #expect(_HistoryReading.block(.microseconds(10)) == 1)
     }
+
+    /// The read cap halves at each connection lost with a read unanswered, down to 1, and doubles
+    /// back only after `regrowAfter` answered reads in a row (a loss in between starts the count
+    /// again), up to the most a read asks for; the cursors keep it across connections.
+    @Test func theReadCapHalvesAtEachInterruptedReadAndRegrowsSlowly() {
+        var cap = _HistoryReadCap()
+        #expect(cap.value == _HistoryReading.maxCount)
+        for _ in 0..<20 { cap.cut() }
+        #expect(cap.value == 1)
+        cap.answered(_HistoryReadCap.regrowAfter - 1)
+        #expect(cap.value == 1)
+        cap.cut()
+        cap.answered(_HistoryReadCap.regrowAfter - 1)
+        #expect(cap.value == 1)
+        cap.answered()
+        #expect(cap.value == 2)
+        for _ in 0..<20 { cap.answered(_HistoryReadCap.regrowAfter) }
+        #expect(cap.value == _HistoryReading.maxCount)
+        var cursors = _HistoryCursors()
+        cursors.readCap.cut()
+        cursors.connectionLost()
+        #expect(cursors.readCap.value == _HistoryReading.maxCount / 2)
+    }
 }
