@@ -212,7 +212,10 @@
             core.drops.disconnected.add(unroutable, ordering: .relaxed)
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
-                connection.appendPublishes(work.batch, counts: work.counts, signer: core.signer, sharded: true) {
+                connection.appendPublishes(
+                    work.batch, counts: work.counts, signer: core.signer, sharded: true,
+                    historyLength: core.options.historyLength
+                ) {
                     channel, posts in
                     let first = sequences[channel, default: 0]
                     sequences[channel] = first &+ UInt64(posts)

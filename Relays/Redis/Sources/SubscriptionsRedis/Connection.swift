@@ -208,7 +208,7 @@
         /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
         /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead. With
         /// `historyLength > 0` each is an `XADD channel MAXLEN ~ historyLength * m message` instead
-        /// (history mode; a cluster in history mode is not supported yet, see `_TopologyState`).
+        /// (history mode; with `sharded`, sent to the key's primary as well).
         ///
         /// With `retainedKeys` (the byte count of the channel prefix; `nil` in a cluster), a retained
         /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the

@@ -24,9 +24,11 @@ final class Traffic: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     nonisolated(unsafe) private var tokens: [Subscription] = []
 
-    init(url: String, topology: RedisRelay.Topology, prefix: String, names: [String]) throws {
+    /// Both relays on `url` with the tests' fast options, `historyLength` (0: pub/sub) among them.
+    init(url: String, topology: RedisRelay.Topology, prefix: String, names: [String], historyLength: Int = 0) throws {
         var options = fastOptions
         options.topology = topology
+        options.historyLength = historyLength
         options.connectTimeout = .milliseconds(500)
         options.pingInterval = .milliseconds(500)
         a = PostCenter()
