@@ -118,9 +118,9 @@
         /// node's connection ended): each asks for its tip again, where it is read now; positions
         /// stay, so a moved channel reads on from where it stopped.
         mutating func lost(_ channels: some Sequence<String>) {
-            for channel in channels where cursors[channel] != nil {
-                cursors[channel]?.needsTip = true
-                cursors[channel]?.catchUpTo = nil
+            for channel in channels {
+                guard let cursor = cursors[channel] else { continue }
+                cursors[channel] = Cursor(position: cursor.position, catchUpTo: nil, needsTip: true)
             }
         }
 
