@@ -317,6 +317,16 @@
             append([Array("PUBLISH".utf8), channel, message])
         }
 
+        /// How many bytes wait in the output buffer: a mark for `pendingOutput(from:)`.
+        var pendingOutputCount: Int { output.count }
+
+        /// The bytes appended since `mark` and not sent yet: a command's, kept to be sent again
+        /// elsewhere (a cluster's redirected `XADD`).
+        func pendingOutput(from mark: Int) -> [UInt8] { Array(output[mark...]) }
+
+        /// Appends bytes that are already formatted commands (see `pendingOutput(from:)`).
+        func appendFormatted(_ bytes: [UInt8]) { output.append(contentsOf: bytes) }
+
         /// Writes the whole output buffer. Returns `false` when the connection failed (or a write
         /// waited longer than the time-out).
         func flush() -> Bool {
