@@ -263,15 +263,15 @@
                         kept.append(
                             _Kept(slot: slots[kept.count], bytes: connection.pendingOutput(from: mark), posts: posts))
                         mark = connection.pendingOutputCount
-                    }
-                ) { channel, posts in
-                    let first = sequences[channel, default: 0]
-                    sequences[channel] = first &+ UInt64(posts)
-                    return first
-                }
+                    },
+                    sequence: { channel, posts in
+                        let first = sequences[channel, default: 0]
+                        sequences[channel] = first &+ UInt64(posts)
+                        return first
+                    })
                 if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
                 for count in work.counts { nodes[address]!.inFlight.push(count) }
-                if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map { $0 }) }
+                if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
                 nodes[address]!.lastSent = now
                 if !connection.flush() { fail(address, "the connection failed while sending") }
             }
