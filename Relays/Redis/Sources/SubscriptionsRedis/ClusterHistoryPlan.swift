@@ -9,6 +9,10 @@
     /// nobody read it, so a moved channel is simply read on its new owner from the position its
     /// cursor kept (`_HistoryCursors.lost(_:)`), and nothing is lost in the switch.
     struct _ClusterHistoryPlan: Sendable, Equatable {
+        /// How old the slot map may get before the reader reads it again, whatever the replies said:
+        /// a move that no reply told of is followed within it.
+        static let mapAge = Duration.seconds(5)
+
         /// The node each wanted channel is read from.
         private(set) var placed: [String: _Address] = [:]
         /// Channels whose node was lost or redirected their reading, waiting to be placed again:

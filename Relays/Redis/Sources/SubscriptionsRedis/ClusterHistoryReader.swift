@@ -12,8 +12,9 @@
     /// command); a node that serves names of several slots reads them in turn, each read blocking
     /// 10 ms instead of `_HistoryReading.block` (names that share a hash tag share one read).
     ///
-    /// The slot map is read again on `-MOVED` (to `XREVRANGE` or `XREAD`) and when a connection is
-    /// lost; a name whose owner changed is read on its new owner from the position it kept, so what
+    /// The slot map is read again on `-MOVED` (to `XREVRANGE` or `XREAD`), when a connection is
+    /// lost, and every `_ClusterHistoryPlan.mapAge` (a move no reply told of is followed all the
+    /// same); a name whose owner changed is read on its new owner from the position it kept, so what
     /// the old owner had (and the new one has: a migrated key, a promoted replica) is delivered once,
     /// and what a failover lost shows as a gap in sequence numbers (`missedPosts`); `.topologyChanged`
     /// is sent. `-ASK` (a key already migrated while its slot still migrates) makes the node's names
@@ -56,6 +57,10 @@
         var retryAt: [_Address: ContinuousClock.Instant] = [:]
         /// Nodes lost or unreachable whose names are not read elsewhere yet.
         var down: Set<_Address> = []
+        /// When the map was last read: it is read again every `_ClusterHistoryPlan.mapAge`, so that a
+        /// move no reply told of (a node that keeps answering `-ASK`, a read that never met the
+        /// move) is followed all the same.
+        var mapRead = ContinuousClock.now
 
         init(core: _RelayCore) {
             self.core = core
@@ -77,6 +82,7 @@
                     stale = false
                     redirects = []
                     needsSync = true
+                    mapRead = ContinuousClock.now
                 }
                 if needsSync {
                     needsSync = false
@@ -96,6 +102,7 @@
                 }
                 if core.readingPaused.load(ordering: .relaxed) { wait = min(wait, .milliseconds(5)) }
                 if let due = retryAt.values.min() { wait = min(wait, due - now) }
+                wait = min(wait, mapRead + _ClusterHistoryPlan.mapAge - now)
                 let ready = _ClusterNodes.wait(
                     order.map { nodes[$0]!.connection.socket }, wake: core.subscriberWake,
                     timeoutMilliseconds: _milliseconds(wait))
@@ -110,6 +117,7 @@
                     for address in due { retryAt[address] = nil }
                     stale = true
                 }
+                if now - mapRead >= _ClusterHistoryPlan.mapAge { stale = true }
             }
             for address in Array(nodes.keys) { nodes[address] = nil }
         }

@@ -10,6 +10,32 @@ extension ClusterTests {
     /// A history long enough for every post of a test: nothing is trimmed before it is read.
     static let history = 100_000
 
+    /// The slot map once every live node says `cluster_state:ok` and the same map, and every
+    /// primary of it answers: an earlier fault's failover is over (a node that has not heard of it
+    /// would send a relay to a dead primary). Waits at most 30 s.
+    private func settledMap() async -> _SlotMap? {
+        var agreed: _SlotMap?
+        let settled = await settles(timeout: .seconds(30)) {
+            let maps = (TopologyEnvironment.clusterPorts ?? []).compactMap { port -> _SlotMap? in
+                guard let reply = redisCall(port, ["CLUSTER", "SLOTS"]) else { return nil }  // a killed node
+                return _SlotMap(clusterSlots: reply, asked: _Address(host: "127.0.0.1", port: port))
+            }
+            guard clusterIsOK(), let first = maps.first, first.isComplete, maps.allSatisfy({ $0 == first }),
+                first.primaries.allSatisfy({ redisCall($0.port, ["PING"]) != nil })
+            else { return false }
+            agreed = first
+            return true
+        }
+        return settled ? agreed : nil
+    }
+
+    /// The cluster's URL with every node that answers as a seed: the two seeds of
+    /// `TopologyEnvironment.clusterURL` may both have been killed by earlier faults.
+    private var liveClusterURL: String {
+        let live = (TopologyEnvironment.clusterPorts ?? []).filter { redisCall($0, ["PING"]) != nil }
+        return "redis://" + live.map { "127.0.0.1:\($0)" }.joined(separator: ",")
+    }
+
     /// Whether the primary on `port` has a replica connected (one that can take over).
     private func hasReplica(_ port: Int) -> Bool {
         (redisInfo(port, "replication", "connected_slaves").flatMap { Int($0) } ?? 0) > 0
@@ -24,7 +50,7 @@ extension ClusterTests {
     /// and the stream is a key there: XLEN), every post arrives once, and a relay holds at most 2
     /// connections per primary.
     @Test func historyModeAppendsAndReadsEachStreamOnItsOwner() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let primaries = map.primaries.sorted { $0.port < $1.port }
         let prefix = uniquePrefix()
         // One name on each primary.
@@ -37,7 +63,7 @@ extension ClusterTests {
         }
         let addsBefore = primaries.map { redisCalls($0.port, "xadd") }
         let traffic = try Traffic(
-            url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names,
+            url: liveClusterURL, topology: .cluster, prefix: prefix, names: names,
             historyLength: Self.history)
         #expect(await traffic.ready())
         let clientsAfter = primaries.map { redisInfo($0.port, "clients", "connected_clients").flatMap { Int($0) } ?? 0 }
@@ -63,13 +89,13 @@ extension ClusterTests {
     /// or counted missed (what the killed primary never acknowledged, or acknowledged and lost by
     /// asynchronous replication), in order, none twice.
     @Test func historyModeFollowsAKilledPrimaryAndAccountsForEveryPost() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         // A primary with a replica to take over (an earlier fault may have left one without).
         let victim = try #require(map.primaries.sorted { $0.port < $1.port }.first { hasReplica($0.port) })
         let prefix = uniquePrefix()
         let names = [try #require(name(ownedBy: victim, in: map, prefix: prefix, "hk"))] + (0..<5).map { "hl\($0)" }
         let traffic = try Traffic(
-            url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names,
+            url: liveClusterURL, topology: .cluster, prefix: prefix, names: names,
             historyLength: Self.history)
         #expect(await traffic.ready())
         traffic.start()
@@ -102,7 +128,7 @@ extension ClusterTests {
     /// reader reads on there from where it stopped; every post is received, once, in order, none
     /// missed.
     @Test func historyModeFollowsAReshardAndDeliversEveryAcknowledgedPost() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let source = try #require(map.primaries.sorted { $0.port < $1.port }.first)
         let target = try #require(map.primaries.sorted { $0.port < $1.port }.last)
         let prefix = uniquePrefix()
@@ -112,7 +138,7 @@ extension ClusterTests {
         let count = owned.firstIndex(of: _ClusterSlot.of(prefix + moving))! - owned.startIndex + 1
         let names = [moving] + (0..<5).map { "hs\($0)" }
         let traffic = try Traffic(
-            url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names,
+            url: liveClusterURL, topology: .cluster, prefix: prefix, names: names,
             historyLength: Self.history)
         #expect(await traffic.ready())
         traffic.start()
