@@ -15,7 +15,9 @@
     /// names; at most 5 times, then it is refused. Until the redirecting node answered every command
     /// it was sent, no new message is taken, so that the commands sent again precede every later one
     /// of their names: order per sender holds across a reshard, and what the old owner refused is
-    /// not lost.
+    /// not lost. An `XADD` answered `CLUSTERDOWN` or `TRYAGAIN` (a failed primary not replaced yet,
+    /// which makes every node refuse writes) is sent again the same way, to the slot's owner in a map
+    /// read anew, every 100 ms for at most 30 s.
     func _runClusterPublisher(_ core: _RelayCore) {
         var state = _ClusterPublisher(core: core)
         state.run()
@@ -47,7 +49,10 @@
         var slot: Int
         var bytes: [UInt8]
         var posts: Int
+        /// Redirections met.
         var attempts = 0
+        /// `CLUSTERDOWN` or `TRYAGAIN` answers met.
+        var waits = 0
     }
 
     /// The publisher thread's state; owned by that thread alone.
@@ -77,8 +82,11 @@
         var owners: [[UInt8]: _Address] = [:]
         /// History mode: redirected commands are sent again (see `_runClusterPublisher`).
         let keepsCommands: Bool
-        /// Redirected commands to send again, in the order their replies came.
-        var retries: [(kept: _Kept, redirect: _Redirect)] = []
+        /// Redirected or refused-for-now commands to send again, in the order their replies came,
+        /// with the redirection (`nil`: to the slot's owner after `CLUSTERDOWN` or `TRYAGAIN`).
+        var retries: [(kept: _Kept, redirect: _Redirect?)] = []
+        /// Not before then (after `CLUSTERDOWN`: the cluster needs a moment).
+        var retryNotBefore = ContinuousClock.now
         /// Nodes that answered a redirection and still owe replies: no new message is taken until
         /// they answered everything.
         var draining: Set<_Address> = []
@@ -127,7 +135,9 @@
                     connectAll()
                 }
                 draining = draining.filter { (nodes[$0]?.inFlight.commands ?? 0) > 0 }
-                if !retries.isEmpty && draining.isEmpty && !stale { resend(now: ContinuousClock.now) }
+                if !retries.isEmpty && draining.isEmpty && !stale && ContinuousClock.now >= retryNotBefore {
+                    resend(now: ContinuousClock.now)
+                }
                 let inFlight = inFlightCommands
                 // While redirected commands wait to be sent again, later ones wait behind them.
                 let room = draining.isEmpty && retries.isEmpty ? depth - inFlight : 0
@@ -168,6 +178,7 @@
                 }
                 if stale { wait = min(wait, refreshAt - now) }
                 if let due = retryAt.values.min() { wait = min(wait, due - now) }
+                if !retries.isEmpty { wait = min(wait, retryNotBefore - now) }
                 let ready = _ClusterNodes.wait(
                     order.map { nodes[$0]!.connection.socket }, wake: core.publisherWake,
                     timeoutMilliseconds: _milliseconds(wait))
@@ -286,7 +297,8 @@
             var replies = 0
             var refusal: String?
             var redirected: [_Redirect] = []
-            var again: [(kept: _Kept, redirect: _Redirect)] = []
+            var again: [(kept: _Kept, redirect: _Redirect?)] = []
+            var waited = false
             let keeps = keepsCommands
             let open = node.connection.readPublishReplies { error in
                 guard let posts = node.inFlight.pop() else {
@@ -303,6 +315,11 @@
                             again.append((kept, redirect))
                             return
                         }
+                    } else if var kept, _ClusterHistoryPlan.isTransient(error), kept.waits < 300 {
+                        kept.waits += 1
+                        again.append((kept, nil))
+                        waited = true
+                        return
                     } else {
                         refusal = refusal ?? error
                     }
@@ -314,6 +331,11 @@
             if !again.isEmpty {
                 retries += again
                 draining.insert(address)
+            }
+            if waited {
+                // The cluster is down until a replica took over: ask for the map again, and wait.
+                retryNotBefore = now + .milliseconds(100)
+                stale = true
             }
             if let refusal, !node.refusalReported {
                 node.refusalReported = true
@@ -336,21 +358,22 @@
         }
 
         /// Sends the redirected commands again, in the order their replies came: to the node an
-        /// `-ASK` names (after `ASKING`), or to the slot's owner in the map read since a `-MOVED`.
+        /// `-ASK` names (after `ASKING`), or to the slot's owner in the map read since a `-MOVED`,
+        /// `CLUSTERDOWN` or `TRYAGAIN`.
         /// One whose node has no connection is refused.
         mutating func resend(now: ContinuousClock.Instant) {
             let pending = retries
             retries = []
             var touched: Set<_Address> = []
             for (kept, redirect) in pending {
-                guard let target = redirect.asking ? redirect.node : map?.owner(of: kept.slot),
-                    let connection = nodes[target]?.connection
+                let asking = redirect?.asking == true ? redirect?.node : nil
+                guard let target = asking ?? map?.owner(of: kept.slot), let connection = nodes[target]?.connection
                 else {
                     core.drops.refused.add(kept.posts, ordering: .relaxed)
                     continue
                 }
                 if nodes[target]!.inFlight.commands == 0 { nodes[target]!.progress = now }
-                if redirect.asking {
+                if asking != nil {
                     connection.append(["ASKING"])
                     nodes[target]!.inFlight.push(0)
                     nodes[target]!.sent.append(nil)
