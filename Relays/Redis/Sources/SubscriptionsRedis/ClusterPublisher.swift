@@ -9,9 +9,20 @@
     /// go to the new owner); the posts in flight on a connection that fails are unacknowledged;
     /// posts for a primary that cannot be reached are dropped as disconnected. Sequence numbers are
     /// per channel and survive every change of node, so receivers see each loss as a gap.
+    ///
+    /// In history mode an `XADD` answered `-MOVED` or `-ASK` is sent again, the same bytes, to the
+    /// slot's new owner (after the map was read again) or, with `ASKING`, to the node the `-ASK`
+    /// names; at most 5 times, then it is refused. Until the redirecting node answered every command
+    /// it was sent, no new message is taken, so that the commands sent again precede every later one
+    /// of their names: order per sender holds across a reshard, and what the old owner refused is
+    /// not lost. An `XADD` answered `CLUSTERDOWN` or `TRYAGAIN` (a failed primary not replaced yet,
+    /// which makes every node refuse writes) is sent again the same way, to the slot's owner in a map
+    /// read anew, every 100 ms for at most 30 s.
     func _runClusterPublisher(_ core: _RelayCore) {
         var state = _ClusterPublisher(core: core)
         state.run()
+        // Redirected commands never sent again (the relay stopped first): refused.
+        core.drops.refused.add(state.retries.reduce(0) { $0 + $1.kept.posts }, ordering: .relaxed)
         let queued = core.outbox.withLock { outbox in
             outbox.connected = false
             return outbox.clear()
@@ -28,6 +39,20 @@
         /// When a reply last came, or the first owed one was sent.
         var progress = ContinuousClock.now
         var refusalReported = false
+        /// History mode: the commands in flight, oldest first, beside `inFlight` (`nil` for an
+        /// `ASKING`), to send one again when a redirection answers it.
+        var sent: [_Kept?] = []
+    }
+
+    /// A command kept to be sent again when a redirection answers it.
+    private struct _Kept {
+        var slot: Int
+        var bytes: [UInt8]
+        var posts: Int
+        /// Redirections met.
+        var attempts = 0
+        /// `CLUSTERDOWN` or `TRYAGAIN` answers met.
+        var waits = 0
     }
 
     /// The publisher thread's state; owned by that thread alone.
@@ -55,6 +80,16 @@
         var sequences: [[UInt8]: UInt64] = [:]
         /// Each channel's owner, cached per map (a channel's slot costs a CRC16 of its name).
         var owners: [[UInt8]: _Address] = [:]
+        /// History mode: redirected commands are sent again (see `_runClusterPublisher`).
+        let keepsCommands: Bool
+        /// Redirected or refused-for-now commands to send again, in the order their replies came,
+        /// with the redirection (`nil`: to the slot's owner after `CLUSTERDOWN` or `TRYAGAIN`).
+        var retries: [(kept: _Kept, redirect: _Redirect?)] = []
+        /// Not before then (after `CLUSTERDOWN`: the cluster needs a moment).
+        var retryNotBefore = ContinuousClock.now
+        /// Nodes that answered a redirection and still owe replies: no new message is taken until
+        /// they answered everything.
+        var draining: Set<_Address> = []
 
         init(core: _RelayCore) {
             self.core = core
@@ -64,6 +99,7 @@
             self.stale = map == nil
             self.delay = core.options.reconnectDelay.lowerBound
             self.refreshDelay = core.options.reconnectDelay.lowerBound
+            self.keepsCommands = core.options.historyLength > 0
         }
 
         var inFlightCommands: Int { nodes.values.reduce(0) { $0 + $1.inFlight.commands } }
@@ -98,10 +134,16 @@
                     needsConnect = false
                     connectAll()
                 }
+                draining = draining.filter { (nodes[$0]?.inFlight.commands ?? 0) > 0 }
+                if !retries.isEmpty && draining.isEmpty && !stale && ContinuousClock.now >= retryNotBefore {
+                    resend(now: ContinuousClock.now)
+                }
                 let inFlight = inFlightCommands
+                // While redirected commands wait to be sent again, later ones wait behind them.
+                let room = draining.isEmpty && retries.isEmpty ? depth - inFlight : 0
                 core.outbox.withLock { outbox in
                     outbox.connected = map != nil
-                    outbox.take(messages: depth - inFlight, maxBytes: maxBytes, into: &batch, counts: &counts)
+                    outbox.take(messages: room, maxBytes: maxBytes, into: &batch, counts: &counts)
                     if outbox.count == 0 && inFlight == 0 && batch.isEmpty { outbox.writerWaiting = true }
                 }
                 var now = ContinuousClock.now
@@ -119,7 +161,7 @@
                 }
                 if stopping {
                     let empty = core.outbox.withLock { $0.count == 0 }
-                    if empty && inFlightCommands == 0 { return }
+                    if empty && inFlightCommands == 0 && retries.isEmpty { return }
                     if deadline == nil { deadline = now + core.options.closeTimeout }
                     if let deadline, now >= deadline {
                         for address in Array(nodes.keys) { forget(address) }
@@ -136,6 +178,7 @@
                 }
                 if stale { wait = min(wait, refreshAt - now) }
                 if let due = retryAt.values.min() { wait = min(wait, due - now) }
+                if !retries.isEmpty { wait = min(wait, retryNotBefore - now) }
                 let ready = _ClusterNodes.wait(
                     order.map { nodes[$0]!.connection.socket }, wake: core.publisherWake,
                     timeoutMilliseconds: _milliseconds(wait))
@@ -212,14 +255,34 @@
             core.drops.disconnected.add(unroutable, ordering: .relaxed)
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
-                connection.appendPublishes(work.batch, counts: work.counts, signer: core.signer, sharded: true) {
-                    channel, posts in
-                    let first = sequences[channel, default: 0]
-                    sequences[channel] = first &+ UInt64(posts)
-                    return first
+                // History mode: each command's bytes are kept, with its slot, to be sent again.
+                var slots: [Int] = []
+                if keepsCommands {
+                    var start = 0
+                    for count in work.counts {
+                        slots.append(_ClusterSlot.of(work.batch[start].channel))
+                        start += count
+                    }
                 }
+                var kept: [_Kept] = []
+                var mark = connection.pendingOutputCount
+                connection.appendPublishes(
+                    work.batch, counts: work.counts, signer: core.signer, sharded: true,
+                    historyLength: core.options.historyLength,
+                    command: { posts in
+                        guard !slots.isEmpty else { return }
+                        kept.append(
+                            _Kept(slot: slots[kept.count], bytes: connection.pendingOutput(from: mark), posts: posts))
+                        mark = connection.pendingOutputCount
+                    },
+                    sequence: { channel, posts in
+                        let first = sequences[channel, default: 0]
+                        sequences[channel] = first &+ UInt64(posts)
+                        return first
+                    })
                 if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
                 for count in work.counts { nodes[address]!.inFlight.push(count) }
+                if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
                 nodes[address]!.lastSent = now
                 if !connection.flush() { fail(address, "the connection failed while sending") }
             }
@@ -234,22 +297,45 @@
             var replies = 0
             var refusal: String?
             var redirected: [_Redirect] = []
+            var again: [(kept: _Kept, redirect: _Redirect?)] = []
+            var waited = false
+            let keeps = keepsCommands
             let open = node.connection.readPublishReplies { error in
                 guard let posts = node.inFlight.pop() else {
                     unexpected = true
                     return
                 }
+                let kept = keeps && !node.sent.isEmpty ? node.sent.removeFirst() : nil
                 replies += 1
                 if let error {
-                    refused += posts
                     if let redirect = _Redirect(error) {
                         redirected.append(redirect)
+                        if var kept, kept.attempts < 5 {
+                            kept.attempts += 1
+                            again.append((kept, redirect))
+                            return
+                        }
+                    } else if var kept, _ClusterHistoryPlan.isTransient(error), kept.waits < 300 {
+                        kept.waits += 1
+                        again.append((kept, nil))
+                        waited = true
+                        return
                     } else {
                         refusal = refusal ?? error
                     }
+                    refused += posts
                 } else {
                     published += posts
                 }
+            }
+            if !again.isEmpty {
+                retries += again
+                draining.insert(address)
+            }
+            if waited {
+                // The cluster is down until a replica took over: ask for the map again, and wait.
+                retryNotBefore = now + .milliseconds(100)
+                stale = true
             }
             if let refusal, !node.refusalReported {
                 node.refusalReported = true
@@ -268,6 +354,38 @@
                 fail(address, "the server closed the connection")
             } else if unexpected {
                 fail(address, "the server sent a reply nobody asked for")
+            }
+        }
+
+        /// Sends the redirected commands again, in the order their replies came: to the node an
+        /// `-ASK` names (after `ASKING`), or to the slot's owner in the map read since a `-MOVED`,
+        /// `CLUSTERDOWN` or `TRYAGAIN`.
+        /// One whose node has no connection is refused.
+        mutating func resend(now: ContinuousClock.Instant) {
+            let pending = retries
+            retries = []
+            var touched: Set<_Address> = []
+            for (kept, redirect) in pending {
+                let asking = redirect?.asking == true ? redirect?.node : nil
+                guard let target = asking ?? map?.owner(of: kept.slot), let connection = nodes[target]?.connection
+                else {
+                    core.drops.refused.add(kept.posts, ordering: .relaxed)
+                    continue
+                }
+                if nodes[target]!.inFlight.commands == 0 { nodes[target]!.progress = now }
+                if asking != nil {
+                    connection.append(["ASKING"])
+                    nodes[target]!.inFlight.push(0)
+                    nodes[target]!.sent.append(nil)
+                }
+                connection.appendFormatted(kept.bytes)
+                nodes[target]!.inFlight.push(kept.posts)
+                nodes[target]!.sent.append(kept)
+                nodes[target]!.lastSent = now
+                touched.insert(target)
+            }
+            for address in touched where nodes[address] != nil {
+                if !nodes[address]!.connection.flush() { fail(address, "the connection failed while sending") }
             }
         }
 

@@ -208,7 +208,7 @@
         /// when given, signs it. The commands are formatted (RESP) straight into the output buffer,
         /// no per-command formatting or allocation. `sharded`: `SPUBLISH` (a cluster) instead. With
         /// `historyLength > 0` each is an `XADD channel MAXLEN ~ historyLength * m message` instead
-        /// (history mode; a cluster in history mode is not supported yet, see `_TopologyState`).
+        /// (history mode; with `sharded`, sent to the key's primary as well).
         ///
         /// With `retainedKeys` (the byte count of the channel prefix; `nil` in a cluster), a retained
         /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the
@@ -316,6 +316,16 @@
         func appendPublish(_ channel: [UInt8], _ message: [UInt8]) {
             append([Array("PUBLISH".utf8), channel, message])
         }
+
+        /// How many bytes wait in the output buffer: a mark for `pendingOutput(from:)`.
+        var pendingOutputCount: Int { output.count }
+
+        /// The bytes appended since `mark` and not sent yet: a command's, kept to be sent again
+        /// elsewhere (a cluster's redirected `XADD`).
+        func pendingOutput(from mark: Int) -> [UInt8] { Array(output[mark...]) }
+
+        /// Appends bytes that are already formatted commands (see `pendingOutput(from:)`).
+        func appendFormatted(_ bytes: [UInt8]) { output.append(contentsOf: bytes) }
 
         /// Writes the whole output buffer. Returns `false` when the connection failed (or a write
         /// waited longer than the time-out).

@@ -116,6 +116,16 @@
             }
         }
 
+        /// Only `channels` lost their reading (in a cluster: they moved to another node, or their
+        /// node's connection ended): each asks for its tip again, where it is read now; positions
+        /// stay, so a moved channel reads on from where it stopped.
+        mutating func lost(_ channels: some Sequence<String>) {
+            for channel in channels {
+                guard let cursor = cursors[channel] else { continue }
+                cursors[channel] = Cursor(position: cursor.position, catchUpTo: nil, needsTip: true)
+            }
+        }
+
         /// The channels that must ask for their tip, in name order.
         var tipsNeeded: [String] { cursors.filter(\.value.needsTip).keys.sorted() }
 
@@ -146,6 +156,14 @@
         var readPositions: [(channel: String, after: _StreamID)]? {
             guard !cursors.isEmpty, !cursors.values.contains(where: \.needsTip) else { return nil }
             return cursors.keys.sorted().map { ($0, cursors[$0]!.position ?? .zero) }
+        }
+
+        /// Where to read `channels` from (those relayed), in name order; `nil` while one of them owes
+        /// its tip or none is relayed. In a cluster, the channels of one slot on one node.
+        func readPositions(of channels: some Sequence<String>) -> [(channel: String, after: _StreamID)]? {
+            let relayed = Set(channels).filter { cursors[$0] != nil }
+            guard !relayed.isEmpty, !relayed.contains(where: { cursors[$0]!.needsTip }) else { return nil }
+            return relayed.sorted().map { ($0, cursors[$0]!.position ?? .zero) }
         }
 
         /// An entry `id` of `channel` was read: moves the position past it and says what it is. An id

@@ -216,7 +216,7 @@
 
     /// The id of the one entry of an `XREVRANGE … COUNT 1` reply, or `nil` when the history is empty
     /// (or the reply is not what Redis sends). Oversized fields of the entry are taken off the gate.
-    private func _newestID(_ reply: UnsafeMutablePointer<redisReply>, _ connection: _Connection) -> _StreamID? {
+    func _newestID(_ reply: UnsafeMutablePointer<redisReply>, _ connection: _Connection) -> _StreamID? {
         guard reply.pointee.type == REDIS_REPLY_ARRAY, reply.pointee.elements == 1,
             let entry = reply.pointee.element?[0]
         else { return nil }
@@ -242,7 +242,7 @@
     /// Handles an `XREAD` reply: each new entry's message goes through `_accept` (checks, sequence
     /// numbers, delivery), caught-up ones count as recovered. `false` when the reply does not have
     /// the shape Redis gives it.
-    private func _read(
+    func _read(
         _ core: _RelayCore, _ reply: UnsafeMutablePointer<redisReply>, count: Int, channels: Set<String>,
         _ connection: _Connection,
         _ cursors: inout _HistoryCursors

@@ -76,8 +76,9 @@
             /// it relays from where it stopped; posts older than the history are still counted missed.
             /// Order per sender holds within each name (across names it is not guaranteed: each name is
             /// a stream of its own). Relays of one prefix must agree on whether it is zero. Must not be
-            /// negative, and not combined with ``Topology/cluster`` yet (the initializer stops with a
-            /// message that says so).
+            /// negative. With ``Topology/cluster`` each stream is a key in its name's slot, appended to
+            /// and read on the primary that owns it, and followed across reshards and failovers (see
+            /// ``Topology/cluster``).
             public var historyLength = 0
 
             /// The defaults.

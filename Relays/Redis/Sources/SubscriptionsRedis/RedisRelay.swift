@@ -164,11 +164,6 @@
             guard options.historyLength >= 0 else {
                 fatalError("RedisRelay: Options.historyLength must not be negative")
             }
-            guard options.historyLength == 0 || options.topology != .cluster else {
-                fatalError(
-                    "RedisRelay: Options.historyLength > 0 (history mode) is not supported with Topology.cluster yet; "
-                        + "use historyLength 0 (sharded pub/sub) in a cluster, or a standalone or Sentinel topology")
-            }
             guard options.pingInterval > .zero, options.closeTimeout >= .zero else {
                 fatalError("RedisRelay: Options.pingInterval must be positive and Options.closeTimeout not negative")
             }
@@ -222,7 +217,9 @@
                 running.leave()
             }
             let subscriber = Thread {
-                if cluster {
+                if cluster && options.historyLength > 0 {
+                    _runClusterHistoryReader(core)
+                } else if cluster {
                     _runClusterSubscriber(core)
                 } else {
                     _runSubscriber(core, first: handoff.takeSubscriber())

@@ -17,6 +17,14 @@
             /// again on `-MOVED` or `-ASK`, on a `SUNSUBSCRIBE` the server sends when a slot moves, and
             /// after a connection loss; a name whose slot moved is subscribed on its new owner before
             /// the old subscription is given up, and ``Event/topologyChanged`` is sent.
+            ///
+            /// In history mode (``Options/historyLength`` > 0) each name's stream is the key
+            /// `<channelPrefix><name>`, in the slot of the name's channel: `XADD` goes to the primary
+            /// that owns it, and one reading connection per such primary reads its names with `XREAD`
+            /// (one slot per command, names of several slots on one primary in turn). A name whose slot
+            /// moved (a reshard migrates the key) or whose primary failed over is read on its new
+            /// owner from where it stopped: what the new owner has is delivered once, in order per
+            /// sender; what asynchronous replication lost shows as missed posts.
             case cluster
             /// A primary monitored by Sentinel under `masterName`: the URL's hosts are the sentinels.
             /// The relay asks them for the primary (`SENTINEL get-master-addr-by-name`), checks that the

@@ -27,19 +27,6 @@ struct TopologyOptionsTests {
         #expect(try _Endpoint(url: "redis://h:1").seeds == [_Address(host: "h", port: 1)])
     }
 
-    /// History mode is not combined with a cluster yet: the initializer stops before it connects
-    /// anywhere, with a message naming both options (no server needed: the check comes first).
-    @Test func historyModeInAClusterStopsWithAMessageNamingBoth() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            var options = RedisRelay.Options()
-            options.topology = .cluster
-            options.historyLength = 100
-            _ = try? RedisRelay(center: PostCenter(), url: "redis://127.0.0.1:1,127.0.0.1:2", options: options)
-        }
-        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-        #expect(message.contains("Options.historyLength > 0 (history mode) is not supported with Topology.cluster"))
-    }
-
     @Test func anEmptyOrMalformedSeedIsRefused() {
         for url in ["redis://a:1,,b:2", "redis://a:1,b:99999", "redis://a:1,"] {
             #expect(throws: RedisRelayError.self) { try _Endpoint(url: url) }

@@ -31,9 +31,9 @@ final class Traffic: Sendable {
     ) throws {
         var options = fastOptions
         options.topology = topology
+        options.historyLength = historyLength
         options.connectTimeout = .milliseconds(500)
         options.pingInterval = .milliseconds(500)
-        options.historyLength = historyLength
         a = PostCenter()
         let b = PostCenter()
         relayA = try RedisRelay(center: a, url: url, channelPrefix: prefix, options: options)
