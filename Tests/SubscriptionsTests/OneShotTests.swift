@@ -108,4 +108,24 @@ struct OneShotTests {
         #expect(tokens.allSatisfy { !$0.isActive })
         withExtendedLifetime((tokens, keeper)) {}
     }
+
+    /// An actor one-shot of a topic takes the first typed post only, through the typed hand-over
+    /// (no sender filter, no replay: the path that claims without an envelope), and the post count
+    /// says so: 1, then 0.
+    @Test(.tags(.mutantPin)) func actorOneShotTakesOnlyTheFirstTypedPost() async {
+        let center = PostCenter()
+        let topic = Topic<Int>("once.actor.typed")
+        let sink = OneShotSink()
+        let token = center.subscribe(topic, on: sink, once: true) { sink, value in sink.note(value) }
+        #expect(center.post(topic, 1) == 1)
+        #expect(center.post(topic, 2) == 0)
+        await center.waitForPendingDeliveries()
+        #expect(await sink.values == [1])
+        #expect(!token.isActive)
+    }
+}
+
+private actor OneShotSink {
+    var values: [Int] = []
+    func note(_ value: Int) { values.append(value) }
 }
