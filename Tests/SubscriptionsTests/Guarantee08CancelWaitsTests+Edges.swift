@@ -554,6 +554,39 @@ extension Guarantee08CancelWaits {
             }
         }
 
+        /// The same rule, driven: a fence section is held open (in the symmetric state, where
+        /// a cancel's scan runs inside one: the adaptive form switches to it at a process-wide
+        /// fence, the fixed one is always there) while a thread that claimed a record exits;
+        /// its record must stay mapped until the section closes: the child reads it inside the
+        /// section (a read of an unmapped record crashes the child). Where no section opens (the
+        /// asymmetric-only form) there is nothing to pin and the child says so and succeeds.
+        @Test(.tags(.mutantPin)) func anExitedThreadsRecordStaysMappedWhileAFenceSectionIsOpen() async {
+            await #expect(processExitsWith: .success) {
+                _Fence.heavy {}  // the adaptive form switches to symmetric here
+                let before = _ThreadRecord.claimedCount
+                let opened = _inFenceSection {
+                    let address = Atomic<UInt>(0)
+                    let thread = TestThread {
+                        address.store(UInt(bitPattern: _ThreadRecord.current.words), ordering: .releasing)
+                    }
+                    thread.join()
+                    // The record is released by the thread's exit, after its body returned.
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while _ThreadRecord.claimedCount > before {
+                        if ContinuousClock.now > deadline {
+                            print("the exited thread's record was never released")
+                            exit(3)
+                        }
+                        sched_yield()
+                    }
+                    let record = UnsafeMutablePointer<Atomic<UInt>>(
+                        bitPattern: address.load(ordering: .acquiring))
+                    _ = record?.pointee.load(ordering: .relaxed)
+                }
+                if !opened { print("no fence section opens in this form") }
+            }
+        }
+
         /// Records of exiting threads are unmapped only when no scan is open, and a cancel's
         /// fence section (the symmetric form, which cancels beside a posting thread switch to, or
         /// the fixed one of `SUBSCRIPTIONS_PROCESS_FENCE=off`) is a scan section too. Threads that

@@ -80,6 +80,16 @@ func _fenceSwitchOffAttempts() -> Int {
     _subscriptions_switch_off_attempts()
 }
 
+/// Runs `body` inside a fence section, the one a cancel opens around its scan in the symmetric
+/// state, and returns `true`; returns `false` without running it when no section opens (the
+/// asymmetric state). For tests: what a section keeps mapped while it is open.
+func _inFenceSection(_ body: () -> Void) -> Bool {
+    guard _subscriptions_section_begin() != 0 else { return false }
+    defer { _subscriptions_section_end() }
+    body()
+    return true
+}
+
 /// Whether the fence form moves at run time (see `_Fence`). For tests.
 func _fenceAdaptive() -> Bool {
     _subscriptions_fence_adaptive() != 0
