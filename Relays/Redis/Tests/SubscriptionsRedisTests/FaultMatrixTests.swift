@@ -173,7 +173,9 @@ struct FaultMatrixTests {
         #expect(pair.received.values == Array(0..<total))
         #expect(pair.relayB.missedPosts == 0)
         if limit.hasPrefix("normal") {
-            #expect((1...9).contains(log.count(isDisconnection)), "\(log.values.prefix(12))")
+            // Thrown out as often as the server's buffer outgrows the limit before the reader drains
+            // it (none at all when the reader keeps up): at most the halvings from 256 to 1, and one.
+            #expect(log.count(isDisconnection) <= 9, "\(log.values.prefix(12))")
         } else {
             #expect(log.count(isDisconnection) == 0, "\(log.values.prefix(5))")
         }
