@@ -147,9 +147,10 @@ struct FaultMatrixTests {
     /// TailLossTests), in history mode: a history reader holds at most one reply, so a stalled reader
     /// is not thrown out, and what was posted meanwhile is read when it resumes, once each, in order.
     /// Under a `normal` limit below one read's reply (Redis's default is none) the reader is thrown
-    /// out as the server answers; it then asks for half as many entries per read at each loss
-    /// (`_HistoryReadCap`), so it is thrown out a few times (256 entries halve to 1 in 8), then
-    /// reads everything, once each, in order, missing nothing.
+    /// out when the server's buffer outgrows the limit before it drains it; it then asks for half
+    /// as many entries per read at each loss (`_HistoryReadCap`), so it is thrown out a few times at
+    /// most (256 entries halve to 1 in 8), then reads everything, once each, in order, missing
+    /// nothing.
     @Test(arguments: ["pubsub 1mb 512kb 1", "normal 1mb 512kb 1"])
     func anOutputBufferLimitCostsAStalledHistoryReaderNothing(_ limit: String) async throws {
         let server = try RedisServer(arguments: ["--client-output-buffer-limit", limit])
