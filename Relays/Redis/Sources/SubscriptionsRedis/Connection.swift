@@ -214,10 +214,13 @@
         /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the
         /// same message signed for the key; a clear (kind `c`) is preceded by the `DEL` of that key.
         /// `command` is told the post count of every command appended, in order (zero for `SET`,
-        /// `DEL` and a clear's own message).
+        /// `DEL` and a clear's own message); `sent` is told, right after the last command of each
+        /// message (its `SET` or `DEL` included), which posts of `batch` it carried and the number it
+        /// was given, so that the same commands can be appended again (see `_Resend`).
         func appendPublishes(
             _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false, historyLength: Int = 0,
             retainedKeys: Int? = nil, command: (_ posts: Int) -> Void = { _ in },
+            sent: (_ posts: Range<Int>, _ first: UInt64) -> Void = { _, _ in },
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
             let cap = Array("\(historyLength)".utf8)
@@ -234,10 +237,12 @@
                         output.append(contentsOf: key)
                         output.append(contentsOf: [13, 10])
                         command(0)
+                        let first = sequence(channel, 1)
                         appendMessage(
-                            batch, start: start, count: 1, first: sequence(channel, 1), signer: signer,
+                            batch, start: start, count: 1, first: first, signer: signer,
                             sharded: sharded, historyLength: historyLength, cap: cap)
                         command(0)
+                        sent(start..<(start + 1), first)
                         start += 1
                         continue
                     }
@@ -257,13 +262,16 @@
                         batch, start: start, count: 1, first: first, signer: signer, sharded: sharded,
                         historyLength: historyLength, cap: cap)
                     command(1)
+                    sent(start..<(start + 1), first)
                     start += 1
                     continue
                 }
+                let first = sequence(channel, count)
                 appendMessage(
-                    batch, start: start, count: count, first: sequence(channel, count), signer: signer,
+                    batch, start: start, count: count, first: first, signer: signer,
                     sharded: sharded, historyLength: historyLength, cap: cap)
                 command(count)
+                sent(start..<(start + count), first)
                 start += count
             }
         }

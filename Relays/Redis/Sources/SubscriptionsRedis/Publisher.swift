@@ -13,29 +13,58 @@
     /// `connectTimeout` while some are owed counts as a failed connection. When the connection fails,
     /// every post not yet acknowledged, and every queued one, is counted in `dropped`; posts made
     /// while it reconnects (with exponential backoff) are counted at once.
+    ///
+    /// History mode on one server (or Sentinel; the outbox's `keepsWhileDisconnected`): nothing is
+    /// dropped for a lost connection. The messages sent and not answered are sent again, identically
+    /// (same commands, same sequence numbers), first thing on the next connection, and posts made
+    /// meanwhile wait in the outbox (up to `maxQueuedPosts` and `maxQueuedBytes`, beyond which they
+    /// are dropped as `queueFull`). A message that did reach the server before the connection failed
+    /// is then in the stream twice; receivers skip the second copy, whose numbers are stale. Only
+    /// when the relay stops are unanswered messages counted `unacknowledged` and queued posts
+    /// `disconnected`.
     func _runPublisher(_ core: _RelayCore, first: _Connection?) {
         // The next sequence number of each channel (see `_Wire`), kept across reconnections.
         var sequences: [[UInt8]: UInt64] = [:]
+        // History mode: the messages to send again on the next connection.
+        var resend: [_Resend] = []
+        let keeps = core.outbox.withLock { $0.keepsWhileDisconnected }
         _reconnecting(core, first: first, side: .publisher, wake: core.publisherWake) { live in
             core.outbox.withLock { $0.connected = true }
             core.publisherConnected.store(true, ordering: .releasing)
-            let (unacknowledged, reason) = _pump(core, live, &sequences)
+            let (unacknowledged, reason) = _pump(core, live, &sequences, &resend, keeps: keeps)
             core.publisherConnected.store(false, ordering: .releasing)
             let queued = core.outbox.withLock { outbox in
                 outbox.connected = false
-                return outbox.clear()
+                return keeps ? 0 : outbox.clear()
             }
-            core.drops.unacknowledged.add(unacknowledged, ordering: .relaxed)
+            if !keeps || core.stopping.load(ordering: .acquiring) {
+                core.drops.unacknowledged.add(unacknowledged, ordering: .relaxed)
+                resend = []
+            }
             core.drops.disconnected.add(queued, ordering: .relaxed)
             return reason
         }
-        // Stopped: whatever was posted since the last connection failed is dropped, and so is
-        // anything posted from now on.
+        // Stopped: what was kept to send again is unacknowledged; whatever was posted since the last
+        // connection failed is dropped, and so is anything posted from now on.
+        core.drops.unacknowledged.add(resend.reduce(0) { $0 + $1.postCount }, ordering: .relaxed)
         let queued = core.outbox.withLock { outbox in
             outbox.connected = false
+            outbox.keepsWhileDisconnected = false
             return outbox.clear()
         }
         core.drops.disconnected.add(queued, ordering: .relaxed)
+    }
+
+    /// A message sent in history mode and not answered yet: its posts (as the outbox gave them) and
+    /// the number it was given, so that the same commands can be sent again on the next connection.
+    struct _Resend {
+        let posts: [_Outgoing]
+        let first: UInt64
+
+        /// The posts it counts for: none for a clear of a retained post.
+        var postCount: Int {
+            posts.count == 1 && posts[0].message[_Wire.headerLength - 1] == _Wire.clearRetained ? 0 : posts.count
+        }
     }
 
     /// Sends and acknowledges posts until the connection fails, or until the relay stops and the
@@ -43,8 +72,12 @@
     /// `pingInterval`; gives the connection up when a reply is owed and none came for
     /// `connectTimeout` or two ping intervals, whichever is shorter. Returns how many posts were
     /// sent and not acknowledged, and why it returned.
+    ///
+    /// With `keeps` (history mode, see `_runPublisher`), the messages of `resend` are sent first, and
+    /// when it returns `resend` holds the messages not answered, to send on the next connection.
     private func _pump(
-        _ core: _RelayCore, _ connection: _Connection, _ sequences: inout [[UInt8]: UInt64]
+        _ core: _RelayCore, _ connection: _Connection, _ sequences: inout [[UInt8]: UInt64],
+        _ resend: inout [_Resend], keeps: Bool
     ) -> (unacknowledged: Int, reason: String) {
         let depth = core.options.pipelineDepth
         let maxBytes = core.options.maximumMessageBytes - (core.signer == nil ? 0 : _Wire.signatureLength)
@@ -62,6 +95,19 @@
         var refusalReported = false
         var tails = _TailAnnouncements(interval: interval, now: lastSent, channels: sequences.keys)
         let announces = core.options.historyLength == 0
+        let retainedKeys = core.prefix.utf8.count
+        defer { if keeps { resend = inFlight.unanswered } }
+        if !resend.isEmpty {
+            for message in resend {
+                connection.appendPublishes(
+                    message.posts, counts: [message.posts.count], signer: core.signer,
+                    historyLength: core.options.historyLength, retainedKeys: retainedKeys,
+                    command: { inFlight.push($0) }, sent: { _, _ in inFlight.attach(message) },
+                    sequence: { _, _ in message.first })
+            }
+            resend = []
+            if !connection.flush() { return (inFlight.posts, "the connection failed while sending") }
+        }
         while true {
             // Sentinel: a new primary was announced; this connection is to the old one.
             if connection.epoch != core.topology.current { return (inFlight.posts, "the primary moved") }
@@ -77,7 +123,10 @@
                 if inFlight.commands == 0 { progress = now }
                 connection.appendPublishes(
                     batch, counts: counts, signer: core.signer, historyLength: core.options.historyLength,
-                    retainedKeys: core.prefix.utf8.count, command: { inFlight.push($0) },
+                    retainedKeys: retainedKeys, command: { inFlight.push($0) },
+                    sent: { posts, first in
+                        if keeps { inFlight.attach(_Resend(posts: Array(batch[posts]), first: first)) }
+                    },
                     sequence: { channel, posts in
                         let first = sequences[channel, default: 0]
                         sequences[channel] = first &+ UInt64(posts)
@@ -167,19 +216,34 @@
         }
     }
 
-    /// The commands sent and not yet answered, oldest first: how many posts each carries.
+    /// The commands sent and not yet answered, oldest first: how many posts each carries, and in
+    /// history mode the messages to send again should the connection fail before their answer.
     struct _InFlight {
         private var counts: [Int] = []
         private var head = 0
         /// The posts the commands in flight carry.
         private(set) var posts = 0
+        /// How many commands were pushed and popped, ever: positions for `resends`.
+        private var pushed = 0
+        private var answered = 0
+        /// Each attached message, with the position of its last command, oldest first.
+        private var resends: [(last: Int, message: _Resend)] = []
+        private var resendHead = 0
 
         var commands: Int { counts.count - head }
 
         mutating func push(_ count: Int) {
             counts.append(count)
             posts += count
+            pushed += 1
         }
+
+        /// Attaches `message` to the command pushed last (its message's last command): it stays
+        /// `unanswered` until that command's answer is popped.
+        mutating func attach(_ message: _Resend) { resends.append((pushed - 1, message)) }
+
+        /// The attached messages whose last command is not answered yet, oldest first.
+        var unanswered: [_Resend] { resends[resendHead...].map(\.message) }
 
         /// The post count of the oldest command in flight, removed; `nil` when none is.
         mutating func pop() -> Int? {
@@ -187,12 +251,23 @@
             let count = counts[head]
             head += 1
             posts -= count
+            answered += 1
             if head == counts.count {
                 counts.removeAll(keepingCapacity: true)
                 head = 0
             } else if head > 1024 && head * 2 > counts.count {
                 counts.removeFirst(head)
                 head = 0
+            }
+            if resendHead < resends.count {
+                while resendHead < resends.count && resends[resendHead].last < answered { resendHead += 1 }
+                if resendHead == resends.count {
+                    resends.removeAll(keepingCapacity: true)
+                    resendHead = 0
+                } else if resendHead > 1024 && resendHead * 2 > resends.count {
+                    resends.removeFirst(resendHead)
+                    resendHead = 0
+                }
             }
             return count
         }

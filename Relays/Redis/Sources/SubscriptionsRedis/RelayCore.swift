@@ -55,7 +55,9 @@
             self.prefix = prefix
             self.options = options
             self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
-            self.outbox = Mutex(_Outbox(connected: connected))
+            var outbox = _Outbox(connected: connected)
+            outbox.keepsWhileDisconnected = options.historyLength > 0 && options.topology != .cluster
+            self.outbox = Mutex(outbox)
             self.deliveries = Mutex(_Deliveries(limit: options.maxPendingPosts))
         }
 
@@ -104,7 +106,7 @@
                 return
             }
             let outcome = outbox.withLock { outbox -> (queued: Bool, wake: Bool, full: Bool) in
-                guard outbox.connected else { return (false, false, false) }
+                guard outbox.accepts else { return (false, false, false) }
                 guard outbox.count < limit, outbox.bytes + message.count <= byteLimit else {
                     return (false, false, true)
                 }
@@ -176,8 +178,15 @@
         var head = 0
         /// The bytes of the messages queued.
         var bytes = 0
-        /// Whether posts are accepted: `false` while the publisher is reconnecting.
+        /// Whether the publisher is connected. Posts are accepted while it is, and also while it is
+        /// not when `keepsWhileDisconnected`.
         var connected: Bool
+        /// History mode on one server (or Sentinel): posts made while the publisher reconnects wait
+        /// here (up to the queue's limits) instead of being dropped, and are sent once it is back,
+        /// after the unacknowledged messages it sends again (see `_runPublisher`).
+        var keepsWhileDisconnected = false
+        /// Whether a post may be queued now.
+        var accepts: Bool { connected || keepsWhileDisconnected }
         /// Set by the publisher thread before it sleeps in `poll` with nothing to send; the next
         /// poster clears it and wakes the thread.
         var writerWaiting = false

@@ -65,12 +65,13 @@
     extension _RelayCore {
         /// Queues a clear of `channel`'s retained post (the key's `DEL`, then the clear message), after
         /// the posts queued before it. A clear is no post: never counted in `droppedPosts`; one made
-        /// while the publisher is disconnected, or with a full queue, does not reach the server.
+        /// while the publisher is disconnected (in pub/sub mode; in history mode it waits, as posts
+        /// do), or with a full queue, does not reach the server.
         func enqueueClear(channel: [UInt8]) {
             let message = _Wire.message(header: header, kind: _Wire.clearRetained, body: [])
             let limit = options.maxQueuedPosts
             let wake = outbox.withLock { outbox -> Bool in
-                guard outbox.connected, outbox.count < limit else { return false }
+                guard outbox.accepts, outbox.count < limit else { return false }
                 outbox.bytes += message.count
                 outbox.items.append(_Outgoing(channel: channel, message: message))
                 let wake = outbox.writerWaiting

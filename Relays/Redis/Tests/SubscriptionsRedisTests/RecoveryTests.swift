@@ -121,6 +121,71 @@ struct RecoveryTests {
         withExtendedLifetime(pair) {}
     }
 
+    /// History mode's sending side: posts made while the sender's server is down wait in its queue
+    /// and are sent when it is back; nothing is dropped, lost or delivered twice.
+    @Test func aSenderKeepsThePostsMadeWhileItsServerIsDownAndSendsThemWhenItIsBack() async throws {
+        let server = try RedisServer()
+        let pair = try HistoryPair(port: server.port)
+        var eventsOfA = EventReader(pair.relayA)
+        #expect(await eventsOfA.next() == .connected)
+        #expect(pair.waitUntilReady())
+        for seq in 0..<100 { pair.a.post(.chat, Message(seq: seq, text: "before")) }
+        #expect(eventually { pair.received.count == 100 })
+
+        server.stop()  // kill -9
+        // Posts made before A notices are in flight, unanswered: sent again. Those after wait.
+        for seq in 100..<150 { pair.a.post(.chat, Message(seq: seq, text: "unanswered")) }
+        let lost = await eventsOfA.next()
+        guard case .disconnected = lost else {
+            Issue.record("A was not disconnected: \(String(describing: lost))")
+            return
+        }
+        for seq in 150..<400 { pair.a.post(.chat, Message(seq: seq, text: "while down")) }
+        #expect(pair.relayA.droppedPosts == 0 && pair.relayA.publishedPosts == 100)
+        try server.start()
+        #expect(await eventsOfA.next() == .connected)
+        #expect(pair.waitUntilReady())
+        for seq in 400..<450 { pair.a.post(.chat, Message(seq: seq, text: "after")) }
+
+        #expect(eventually { pair.received.count >= 450 })
+        #expect(pair.received.values == Array(0..<450))
+        #expect(pair.relayB.missedPosts == 0)
+        #expect(eventually { pair.relayA.publishedPosts == 450 })
+        #expect(pair.relayA.droppedPosts == 0)
+        withExtendedLifetime(pair) {}
+    }
+
+    /// History mode: what waits while the server is down is bounded by the queue's limits (the rest
+    /// dropped as `queueFull`), and `close()` drops what still waits then (as `disconnected`).
+    @Test func aSendersQueueWhileItsServerIsDownIsBoundedAndCloseDropsWhatStillWaits() async throws {
+        let server = try RedisServer()
+        var options = historyOptions()
+        options.maxQueuedPosts = 40
+        options.closeTimeout = .milliseconds(200)
+        let center = PostCenter()
+        let relay = try RedisRelay(
+            center: center, host: "127.0.0.1", port: server.port, channelPrefix: uniquePrefix(), options: options)
+        var events = EventReader(relay)
+        let token = relay.relay(.chat)
+        #expect(await events.next() == .connected)
+        #expect(relay.waitUntilReady(timeout: .seconds(10)))
+        server.stop()
+        let lost = await events.next()
+        guard case .disconnected = lost else {
+            Issue.record("not disconnected: \(String(describing: lost))")
+            return
+        }
+        for seq in 1...100 { center.post(.chat, Message(seq: seq, text: "while down")) }
+        var expected = RedisRelay.DropCounts()
+        expected.queueFull = 60
+        #expect(relay.dropCounts == expected)
+        await relay.close()
+        expected.disconnected = 40
+        #expect(relay.dropCounts == expected)
+        #expect(relay.publishedPosts == 0)
+        withExtendedLifetime(token) {}
+    }
+
     @Test func aServerRestartedWithAppendOnlyLosesNothingThatWasAcknowledged() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-aof-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

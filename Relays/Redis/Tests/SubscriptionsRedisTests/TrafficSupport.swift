@@ -96,7 +96,6 @@ final class Traffic: Sendable {
 
     var receivedCount: Int { received.count }
 
-    /// Whether B received the last round's post of every name.
     /// The fault tests' accounting: every post made was received, counted missed by B, or dropped
     /// unnumbered by A; and each name's posts arrived in order.
     func expectEveryPostAccountedForInOrder(sourceLocation: SourceLocation = #_sourceLocation) {
@@ -107,6 +106,7 @@ final class Traffic: Sendable {
         #expect(inOrder, sourceLocation: sourceLocation)
     }
 
+    /// Whether B received the last round's post of every name.
     func lastRoundArrived() -> Bool {
         let last = posts / names.count - 1
         let values = receivedPerName

@@ -165,4 +165,40 @@ private func parsed(_ bytes: [UInt8]) -> String {
         #expect(popped == expected)
         #expect(inFlight.posts == 0 && inFlight.commands == 0)
     }
+
+    /// History mode's resend bookkeeping, against a model: a message attached to a command stays
+    /// `unanswered` (in order) until that command's answer is popped, whatever commands without a
+    /// message (a `SET` before its `XADD`, a `PING`) sit around it; the compaction keeps it exact.
+    @Test func aMessageStaysUnansweredUntilItsLastCommandIsAnswered() {
+        var inFlight = _InFlight()
+        // The model: each command pushed, with the number of the message attached to it, if any.
+        var commands: [Int?] = []
+        var answered = 0
+        var generator = SystemRandomNumberGenerator()
+        for number in 0..<6000 {
+            let first = UInt64(number)
+            // A message of one or two commands (a retained post's `SET` first), maybe a `PING` before.
+            if Bool.random(using: &generator) {
+                inFlight.push(0)
+                commands.append(nil)
+            }
+            let two = Int.random(in: 0..<4, using: &generator) == 0
+            if two {
+                inFlight.push(0)
+                commands.append(nil)
+            }
+            inFlight.push(1)
+            inFlight.attach(_Resend(posts: [], first: first))
+            commands.append(number)
+            for _ in 0..<Int.random(in: 0...2, using: &generator) where inFlight.pop() != nil { answered += 1 }
+            if number % 500 == 0 {
+                let model = commands[answered...].compactMap { $0 }.map(UInt64.init)
+                #expect(inFlight.unanswered.map(\.first) == model)
+            }
+        }
+        let model = commands[answered...].compactMap { $0 }.map(UInt64.init)
+        #expect(inFlight.unanswered.map(\.first) == model)
+        while inFlight.pop() != nil {}
+        #expect(inFlight.unanswered.isEmpty)
+    }
 }
