@@ -39,6 +39,47 @@ struct PriorityTests {
         withExtendedLifetime((tokens, observer)) {}
     }
 
+    /// The order holds whatever the route's bounds of the priorities present have seen: after
+    /// the highest is cancelled, after every other priority left, and against a model over
+    /// random subscribes and cancels of a few priorities (an entry above every live one goes
+    /// first without a look at the others: the bounds must never let one pass an entry of its
+    /// own or a higher priority).
+    @Test func theOrderHoldsAsPrioritiesComeAndGo() {
+        let center = PostCenter()
+        let log = Recorder<String>()
+        var live: [(name: String, priority: Int, token: Subscription)] = []
+        func add(_ priority: Int) {
+            let name = "s\(live.count)p\(priority)"
+            live.append((name, priority, center.subscribe("bounds", priority: priority) { _ in log.append(name) }))
+        }
+        func expected() -> [String] {
+            // Stable: equal priorities keep subscription order.
+            live.enumerated().sorted { ($0.element.priority, -$0.offset) > ($1.element.priority, -$1.offset) }
+                .map(\.element.name)
+        }
+        add(5)
+        add(-1)
+        live.removeFirst().token.cancel()  // the highest goes; -1 stays
+        add(3)
+        add(7)
+        add(0)
+        add(7)
+        log.reset()
+        center.post("bounds")
+        #expect(log.values == expected())
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<400 {
+            if !live.isEmpty && Int.random(in: 0..<3, using: &generator) == 0 {
+                live.remove(at: Int.random(in: 0..<live.count, using: &generator)).token.cancel()
+            } else {
+                add(Int.random(in: -2...2, using: &generator))
+            }
+            log.reset()
+            center.post("bounds")
+            #expect(log.values == expected())
+        }
+    }
+
     /// A paused and resumed subscription keeps its place among its priority; a cancelled one
     /// leaves no trace: once every subscription of another priority is gone, a default one
     /// goes last again.

@@ -144,6 +144,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// of a priority at most this goes last without a look at the others. Lowered by inserts,
     /// reset to 0 when `priorities` empties.
     @exclusivity(unchecked) var lowest = 0
+    /// At least the highest priority of the live entries (0 while `priorities` is empty): an entry
+    /// of a priority above this goes before every live entry, without a look at their priorities.
+    /// Raised by inserts, reset to 0 when `priorities` empties.
+    @exclusivity(unchecked) var highest = 0
 
     init(key: _NameKey, stripe: _Stripe) {
         self.key = key
@@ -216,7 +220,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// goes before another is placed in a new buffer, published and retired like a growth (a post
     /// in progress keeps walking the buffer it read, without the new entry: guarantee 5).
     /// - Complexity: amortised O(1) when the entry goes last (a walk back over the entries of
-    ///   lower priority at the end, none in the common case), O(slots) otherwise.
+    ///   lower priority at the end, none in the common case), O(slots) otherwise (a copy of the
+    ///   slots; finding the place of an entry that goes before all others reads no priority).
     @inline(__always)
     func lockedInsert(_ entry: _Entry, priority: Int) -> UInt {
         if priority == 0 && priorities.isEmpty { return lockedAppend(entry) }
@@ -227,22 +232,30 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// of line, so that the default case stays as small as an append.
     @inline(never)
     private func lockedInsertPrioritized(_ entry: _Entry, priority: Int) -> UInt {
-        if priority <= lowest {
-            lowest = priority
+        if priority <= lowest || live == 0 {
+            lowest = min(lowest, priority)
+            highest = max(highest, priority)
             if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
             return lockedAppend(entry)
         }
         // The slot before which the entry goes: the first of the live entries at the end whose
-        // priority is lower than its own; the end if there is none.
+        // priority is lower than its own; the end if there is none. Above `highest`, that is the
+        // first live entry.
         var place = buffer.count
-        var i = buffer.count
-        while i > 0 {
-            i &-= 1
-            let b = buffer.slot(i)
-            if b == 0 { continue }
-            if priorities[b, default: 0] >= priority { break }
-            place = i
+        if priority > highest {
+            place = 0
+            while buffer.slot(place) == 0 { place &+= 1 }
+        } else {
+            var i = buffer.count
+            while i > 0 {
+                i &-= 1
+                let b = buffer.slot(i)
+                if b == 0 { continue }
+                if priorities[b, default: 0] >= priority { break }
+                place = i
+            }
         }
+        highest = max(highest, priority)
         if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
         if place == buffer.count { return lockedAppend(entry) }
         nextSeq += 1
@@ -257,7 +270,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @inline(never)
     private func lockedForgetPriority(_ bits: UInt) {
         priorities[bits] = nil
-        if priorities.isEmpty { lowest = 0 }
+        if priorities.isEmpty {
+            lowest = 0
+            highest = 0
+        }
     }
 
     /// Publishes a new buffer holding the live entries in order, and retires the old one. With
@@ -265,18 +281,23 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// - Complexity: O(slots).
     private func lockedRebuild(capacity: Int, inserting new: _Entry? = nil, before: Int = -1) {
         let fresh = _SlotBuffer.allocate(capacity: capacity)
-        for i in 0..<buffer.count {
+        // The slots are written with a count of their own and published at once: no post reads
+        // `fresh` before `published` names it.
+        var n = 0
+        let count = buffer.count
+        for i in 0..<count {
             if i == before, let new {
-                new.index = UInt32(truncatingIfNeeded: fresh.count)
-                fresh.append(_SlotBuffer.bits(of: new), seq: nextSeq)
+                new.index = UInt32(truncatingIfNeeded: n)
+                fresh.slots[n].store(_SlotBuffer.bits(of: new), ordering: .relaxed)
+                n &+= 1
             }
             let b = buffer.slot(i)
             guard b != 0 else { continue }
-            _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in
-                entry.index = UInt32(truncatingIfNeeded: fresh.count)
-                fresh.append(b, seq: nextSeq)
-            }
+            _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in entry.index = UInt32(truncatingIfNeeded: n) }
+            fresh.slots[n].store(b, ordering: .relaxed)
+            n &+= 1
         }
+        fresh.setCount(n)
         fresh.lastSeq = nextSeq
         published.store(fresh.bits, ordering: .releasing)
         retired.append(buffer)

@@ -113,6 +113,9 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
         words[0].store(UInt(n + 1), ordering: .releasing)
     }
 
+    /// Publishes `n` slots written directly (through `slots`) in a buffer no post reads yet.
+    func setCount(_ n: Int) { words[0].store(UInt(n), ordering: .releasing) }
+
     /// The index of `bits` in this buffer, if it is there.
     func index(of bits: UInt) -> Int? {
         for i in 0..<Int(bitPattern: words[0].load(ordering: .relaxed)) where slot(i) == bits { return i }
