@@ -18,13 +18,28 @@
     /// not lost. An `XADD` answered `CLUSTERDOWN` or `TRYAGAIN` (a failed primary not replaced yet,
     /// which makes every node refuse writes) is sent again the same way, to the slot's owner in a map
     /// read anew, every 100 ms for at most 30 s.
+    ///
+    /// History mode loses nothing to a primary that cannot be reached either: the commands in
+    /// flight on a connection that fails are sent again the same way (to the slot's owner in a map
+    /// read anew, every 100 ms for at most 30 s, while it has no connection), and posts for a
+    /// primary without a connection go back to the head of the outbox, which is not drained for
+    /// 100 ms (the map is read again meanwhile). Only when the relay stops are such commands
+    /// counted (`unacknowledged`) and the queue dropped (`disconnected`).
     func _runClusterPublisher(_ core: _RelayCore) {
         var state = _ClusterPublisher(core: core)
         state.run()
-        // Redirected commands never sent again (the relay stopped first): refused.
-        core.drops.refused.add(state.retries.reduce(0) { $0 + $1.kept.posts }, ordering: .relaxed)
+        // Commands never sent again (the relay stopped first): refused after a redirection,
+        // unacknowledged after a lost connection.
+        for (kept, _) in state.retries {
+            if kept.lostConnection {
+                core.drops.unacknowledged.add(kept.posts, ordering: .relaxed)
+            } else {
+                core.drops.refused.add(kept.posts, ordering: .relaxed)
+            }
+        }
         let queued = core.outbox.withLock { outbox in
             outbox.connected = false
+            outbox.keepsWhileDisconnected = false
             return outbox.clear()
         }
         core.drops.disconnected.add(queued, ordering: .relaxed)
@@ -51,8 +66,10 @@
         var posts: Int
         /// Redirections met.
         var attempts = 0
-        /// `CLUSTERDOWN` or `TRYAGAIN` answers met.
+        /// `CLUSTERDOWN` or `TRYAGAIN` answers met, and waits for a connection to the slot's owner.
         var waits = 0
+        /// Sent again because its connection failed before the answer (not for a redirection).
+        var lostConnection = false
     }
 
     /// The publisher thread's state; owned by that thread alone.
@@ -90,6 +107,9 @@
         /// Nodes that answered a redirection and still owe replies: no new message is taken until
         /// they answered everything.
         var draining: Set<_Address> = []
+        /// History mode: no new message is taken before then (posts for a primary without a
+        /// connection were put back in the outbox).
+        var holdUntil = ContinuousClock.now
 
         init(core: _RelayCore) {
             self.core = core
@@ -140,7 +160,8 @@
                 }
                 let inFlight = inFlightCommands
                 // While redirected commands wait to be sent again, later ones wait behind them.
-                let room = draining.isEmpty && retries.isEmpty ? depth - inFlight : 0
+                let holding = ContinuousClock.now < holdUntil
+                let room = draining.isEmpty && retries.isEmpty && !holding ? depth - inFlight : 0
                 core.outbox.withLock { outbox in
                     outbox.connected = map != nil
                     outbox.take(messages: room, maxBytes: maxBytes, into: &batch, counts: &counts)
@@ -155,6 +176,8 @@
                 for (address, node) in nodes where node.inFlight.commands == 0 && now - node.lastSent >= interval {
                     node.connection.append(["PING"])
                     nodes[address]!.inFlight.push(0)
+                    // History mode: one entry per command in flight, so that replies stay paired.
+                    if keepsCommands { nodes[address]!.sent.append(nil) }
                     nodes[address]!.progress = now
                     nodes[address]!.lastSent = now
                     if !node.connection.flush() { fail(address, "the connection failed while sending") }
@@ -179,6 +202,7 @@
                 if stale { wait = min(wait, refreshAt - now) }
                 if let due = retryAt.values.min() { wait = min(wait, due - now) }
                 if !retries.isEmpty { wait = min(wait, retryNotBefore - now) }
+                if holdUntil > now { wait = min(wait, holdUntil - now) }
                 let ready = _ClusterNodes.wait(
                     order.map { nodes[$0]!.connection.socket }, wake: core.publisherWake,
                     timeoutMilliseconds: _milliseconds(wait))
@@ -228,11 +252,12 @@
         }
 
         /// Sends each message of the batch to its channel's owner; messages whose owner has no
-        /// connection are dropped as disconnected.
+        /// connection are dropped as disconnected, or in history mode put back in the outbox.
         mutating func route(_ batch: [_Outgoing], _ counts: [Int], now: ContinuousClock.Instant) {
             var perNode: [_Address: (batch: [_Outgoing], counts: [Int])] = [:]
             var start = 0
             var unroutable = 0
+            var held: [_Outgoing] = []
             for count in counts {
                 let channel = batch[start].channel
                 let owner: _Address?
@@ -245,6 +270,8 @@
                 if let owner, nodes[owner] != nil {
                     perNode[owner, default: ([], [])].batch.append(contentsOf: batch[start..<(start + count)])
                     perNode[owner, default: ([], [])].counts.append(count)
+                } else if keepsCommands {
+                    held.append(contentsOf: batch[start..<(start + count)])
                 } else {
                     // Never numbered, as the standalone publisher's posts made while disconnected:
                     // counted here, not as a gap at the receivers.
@@ -253,6 +280,12 @@
                 start += count
             }
             core.drops.disconnected.add(unroutable, ordering: .relaxed)
+            if !held.isEmpty {
+                // Not numbered yet: they wait at the head of the queue, in order, for their primary.
+                core.outbox.withLock { $0.putBack(held) }
+                holdUntil = now + .milliseconds(100)
+                stale = true
+            }
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
                 // History mode: each command's bytes are kept, with its slot, to be sent again.
@@ -369,7 +402,18 @@
                 let asking = redirect?.asking == true ? redirect?.node : nil
                 guard let target = asking ?? map?.owner(of: kept.slot), let connection = nodes[target]?.connection
                 else {
-                    core.drops.refused.add(kept.posts, ordering: .relaxed)
+                    if keepsCommands && asking == nil && kept.waits < 300 {
+                        // Its primary has no connection (yet): wait for the map and try again.
+                        var kept = kept
+                        kept.waits += 1
+                        retries.append((kept, nil))
+                        retryNotBefore = now + .milliseconds(100)
+                        stale = true
+                    } else if kept.lostConnection {
+                        core.drops.unacknowledged.add(kept.posts, ordering: .relaxed)
+                    } else {
+                        core.drops.refused.add(kept.posts, ordering: .relaxed)
+                    }
                     continue
                 }
                 if nodes[target]!.inFlight.commands == 0 { nodes[target]!.progress = now }
@@ -392,17 +436,27 @@
         /// Gives a node's connection up: its posts in flight are unacknowledged, the map is read
         /// again (a replica may take over), and the loss is announced naming the node.
         mutating func fail(_ address: _Address, _ reason: String) {
-            forget(address)
+            forget(address, keep: keepsCommands && !core.stopping.load(ordering: .acquiring))
             needsConnect = true
             retryAt[address] = ContinuousClock.now + _jittered(delay)
             stale = true
             announce(reason: "\(address): \(reason)")
         }
 
-        /// Drops a node's connection, counting its posts in flight unacknowledged.
-        mutating func forget(_ address: _Address) {
+        /// Drops a node's connection, counting its posts in flight unacknowledged; with `keep`
+        /// (history mode), its commands in flight are sent again instead (see `resend`), before any
+        /// new message.
+        mutating func forget(_ address: _Address, keep: Bool = false) {
             guard let node = nodes.removeValue(forKey: address) else { return }
-            core.drops.unacknowledged.add(node.inFlight.posts, ordering: .relaxed)
+            guard keep else {
+                core.drops.unacknowledged.add(node.inFlight.posts, ordering: .relaxed)
+                return
+            }
+            for case var kept? in node.sent {
+                kept.lostConnection = true
+                retries.append((kept, nil))
+            }
+            retryNotBefore = ContinuousClock.now + .milliseconds(100)
         }
     }
 #endif

@@ -8,18 +8,19 @@
         /// A value type, `Sendable`.
         public struct DropCounts: Sendable, Equatable {
             /// Made while the publisher connection was down (reconnecting), or after ``RedisRelay/close()``,
-            /// or still queued when the connection was lost or the close time-out passed. In history mode
-            /// on one server or Sentinel (``Options/historyLength`` > 0), posts made while it is down wait
-            /// in the queue instead: only those still queued when the relay closes count here.
+            /// or still queued when the connection was lost or the close time-out passed. In history
+            /// mode (``Options/historyLength`` > 0), posts made while it is down (in a cluster: while
+            /// their primary is) wait in the queue instead: only those still queued when the relay
+            /// closes count here.
             public var disconnected = 0
             /// Beyond ``Options/maxQueuedPosts`` or ``Options/maxQueuedBytes``: the queue was full.
             public var queueFull = 0
             /// Larger than ``Options/maximumMessageBytes`` (signature included).
             public var tooLarge = 0
             /// Sent, but no reply came before the connection failed or the close time-out passed (a
-            /// few of these may still have reached the server). In history mode on one server or
-            /// Sentinel, a failed connection's unanswered messages are sent again instead: only those
-            /// unanswered when the relay closes count here.
+            /// few of these may still have reached the server). In history mode, a failed connection's
+            /// unanswered messages are sent again instead: only those unanswered when the relay closes
+            /// count here.
             public var unacknowledged = 0
             /// Refused by the server: an error reply to their `PUBLISH`, such as `NOPERM` for an ACL
             /// user without `+publish` or without the channel (also an ``Event/permissionDenied(_:)``).

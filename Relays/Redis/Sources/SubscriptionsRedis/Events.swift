@@ -12,9 +12,8 @@
             /// A connection was lost (closed, failed, or silent for two ``Options/pingInterval``s) or
             /// its TLS handshake was refused; the relay reconnects with backoff. With Sentinel or a
             /// cluster, `reason` starts with the node (`host:port: …`). Posts made until it is
-            /// back are counted in ``RedisRelay/droppedPosts``; in history mode on one server or
-            /// Sentinel they wait in the queue and are sent once it is back (see
-            /// ``Options/historyLength``).
+            /// back are counted in ``RedisRelay/droppedPosts``; in history mode they wait in the
+            /// queue and are sent once it is back (see ``Options/historyLength``).
             case disconnected(reason: String)
             /// The server refused the credentials: its own text (such as `WRONGPASS …` or `NOAUTH …`),
             /// never the password. The relay keeps retrying with backoff.

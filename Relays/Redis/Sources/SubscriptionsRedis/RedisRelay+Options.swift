@@ -74,13 +74,13 @@
             /// to the stream `<channelPrefix><name>` (`XADD … MAXLEN ~ N`: at least about `N` messages
             /// kept, each of 1 to 64 posts) instead of publishing it, and reads the streams of the names
             /// it relays from where it stopped; posts older than the history are still counted missed.
-            /// The sending side loses nothing to a lost connection either (one server or Sentinel): posts
-            /// made while it reconnects wait in its queue (up to ``maxQueuedPosts`` and
-            /// ``maxQueuedBytes``; beyond, they are dropped as ``RedisRelay/DropCounts/queueFull``), and
-            /// the messages it sent without an answer are sent again, with the same sequence numbers, on
-            /// the next connection; a receiver skips a copy that had reached the server already. Only
-            /// ``RedisRelay/close()`` (or the release of the relay) drops what is still unsent or
-            /// unanswered then. In a cluster, posts for a primary that cannot be reached are dropped.
+            /// The sending side loses nothing to a lost connection either: posts made while it
+            /// reconnects wait in its queue (up to ``maxQueuedPosts`` and ``maxQueuedBytes``; beyond,
+            /// they are dropped as ``RedisRelay/DropCounts/queueFull``), and the messages it sent without
+            /// an answer are sent again, with the same sequence numbers, on the next connection (in a
+            /// cluster: to the slot's owner in a map read anew, for at most 30 s); a receiver skips a
+            /// copy that had reached the server already. Only ``RedisRelay/close()`` (or the release of
+            /// the relay) drops what is still unsent or unanswered then.
             /// Order per sender holds within each name (across names it is not guaranteed: each name is
             /// a stream of its own). Relays of one prefix must agree on whether it is zero. Must not be
             /// negative. With ``Topology/cluster`` each stream is a key in its name's slot, appended to

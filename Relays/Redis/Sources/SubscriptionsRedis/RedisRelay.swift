@@ -70,8 +70,8 @@
     /// Posts that could not be sent are counted in ``droppedPosts``: those made while disconnected,
     /// those beyond ``Options/maxQueuedPosts`` or ``Options/maxQueuedBytes``, those larger than
     /// ``Options/maximumMessageBytes``, and those sent whose reply never came (a few of these may have
-    /// reached the server). In history mode (``Options/historyLength``) on one server or Sentinel, a
-    /// lost connection drops nothing: posts wait in the queue and unanswered ones are sent again (see
+    /// reached the server). In history mode (``Options/historyLength``), a lost connection drops
+    /// nothing: posts wait in the queue and unanswered ones are sent again (see
     /// ``Options/historyLength``). Once every post was answered, `publishedPosts + droppedPosts` is the
     /// number of posts made. A message on a relayed channel that is larger than `maximumMessageBytes`,
     /// unsigned or wrongly signed when ``Options/signingKey`` is set, or not a well-formed post of the

@@ -56,7 +56,7 @@
             self.options = options
             self.header = _Wire.header(origin: origin, signed: options.signingKey != nil)
             var outbox = _Outbox(connected: connected)
-            outbox.keepsWhileDisconnected = options.historyLength > 0 && options.topology != .cluster
+            outbox.keepsWhileDisconnected = options.historyLength > 0
             self.outbox = Mutex(outbox)
             self.deliveries = Mutex(_Deliveries(limit: options.maxPendingPosts))
         }
@@ -181,9 +181,10 @@
         /// Whether the publisher is connected. Posts are accepted while it is, and also while it is
         /// not when `keepsWhileDisconnected`.
         var connected: Bool
-        /// History mode on one server (or Sentinel): posts made while the publisher reconnects wait
-        /// here (up to the queue's limits) instead of being dropped, and are sent once it is back,
-        /// after the unacknowledged messages it sends again (see `_runPublisher`).
+        /// History mode: posts made while the publisher reconnects (in a cluster: while no node
+        /// answers, or while their primary cannot be reached) wait here (up to the queue's limits)
+        /// instead of being dropped, and are sent once it is back, after the unacknowledged messages
+        /// it sends again (see `_runPublisher` and `_runClusterPublisher`).
         var keepsWhileDisconnected = false
         /// Whether a post may be queued now.
         var accepts: Bool { connected || keepsWhileDisconnected }
@@ -235,6 +236,20 @@
                 head = 0
             } else if head > 4096 && head * 2 > items.count {
                 items.removeFirst(head)
+                head = 0
+            }
+        }
+
+        /// Puts `taken` back at the head of the queue, in their order, before what is queued: posts
+        /// taken that cannot be sent yet (history mode in a cluster, their primary unreachable).
+        mutating func putBack(_ taken: [_Outgoing]) {
+            guard !taken.isEmpty else { return }
+            for item in taken { bytes += item.message.count }
+            if head >= taken.count {
+                head -= taken.count
+                items.replaceSubrange(head..<(head + taken.count), with: taken)
+            } else {
+                items.replaceSubrange(0..<head, with: taken)
                 head = 0
             }
         }

@@ -27,13 +27,13 @@ final class Traffic: Sendable {
     /// B connects to `urlOfB` when given (a proxy, say), else to `url` as A does.
     init(
         url: String, urlOfB: String? = nil, topology: RedisRelay.Topology, prefix: String, names: [String],
-        historyLength: Int = 0
+        historyLength: Int = 0, pingInterval: Duration = .milliseconds(500)
     ) throws {
         var options = fastOptions
         options.topology = topology
         options.historyLength = historyLength
         options.connectTimeout = .milliseconds(500)
-        options.pingInterval = .milliseconds(500)
+        options.pingInterval = pingInterval
         a = PostCenter()
         let b = PostCenter()
         relayA = try RedisRelay(center: a, url: url, channelPrefix: prefix, options: options)
