@@ -221,13 +221,18 @@ extension SentinelTests {
 }
 
 extension ClusterTests {
-    /// History mode: a primary frozen (SIGSTOP) for about 1.4 s, under the cluster's node timeout
-    /// (no failover), while the relay is idle: the relay gives its connection up (its PING
-    /// unanswered) and posts are made for it while it is silent. Once it answers again every post
-    /// arrives, once, in order; nothing is dropped.
+    /// History mode: a primary frozen (SIGSTOP) for 3 s, twice, with the cluster's node timeout
+    /// raised for the test (no failover). First while the relay is idle: it gives its connection up
+    /// (its PING unanswered), and posts made for that primary meanwhile find it without a
+    /// connection: they wait at the head of the queue. Then with posts in flight to it: they are
+    /// not answered, the connection is given up, and they are sent again once it answers, after
+    /// waiting for a connection to it. Every post arrives, once, in order; nothing is dropped.
     @Test func historyModeKeepsThePostsForAnUnreachablePrimaryUntilItAnswers() async throws {
         let map = try #require(await settledMap())
         let victim = try #require(map.primaries.sorted { $0.port < $1.port }.first)
+        let live = (TopologyEnvironment.clusterPorts ?? []).filter { redisCall($0, ["PING"]) != nil }
+        for port in live { _ = redisCall(port, ["CONFIG", "SET", "cluster-node-timeout", "20000"]) }
+        defer { for port in live { _ = redisCall(port, ["CONFIG", "SET", "cluster-node-timeout", "2000"]) } }
         let prefix = uniquePrefix()
         let names = [try #require(name(ownedBy: victim, in: map, prefix: prefix, "fz"))] + ["fy0", "fy1"]
         // PINGs every 200 ms: an idle connection to a silent primary is given up within about 0.6 s.
@@ -238,19 +243,29 @@ extension ClusterTests {
         traffic.post(rounds: 5)
         #expect(await settles { traffic.receivedCount == 5 * names.count })
         let pid = try #require(redisInfo(victim.port, "server", "process_id").flatMap { Int32($0) })
-        #expect(kill(pid, SIGSTOP) == 0)
-        var thawed = false
-        defer { if !thawed { kill(pid, SIGCONT) } }
-        // The publisher gives the idle connection up (its PING unanswered: about 0.6 s), then tries
-        // to connect again, which fails after 0.5 s without the frozen server's answer: the posts
-        // made meanwhile find their primary without a connection. Thawed at about 1.4 s, under the
-        // cluster's 2 s node timeout (a failover would change nothing asserted here).
-        try await Task.sleep(for: .milliseconds(800))
-        traffic.post(rounds: 20)
-        try await Task.sleep(for: .milliseconds(600))
+        var frozen = false
+        defer { if frozen { kill(pid, SIGCONT) } }
+
+        // Idle: given up at about 0.6 s; the map read and the connection tried again each wait 0.5 s
+        // for it; the posts made at 1.5 s find no connection to it.
+        frozen = kill(pid, SIGSTOP) == 0
+        #expect(frozen)
+        try await Task.sleep(for: .milliseconds(1500))
+        traffic.post(rounds: 10)
+        try await Task.sleep(for: .milliseconds(1500))
         kill(pid, SIGCONT)
-        thawed = true
+        frozen = false
         #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+
+        // In flight: posted right after the freeze, unanswered, given up at about 0.4 s, and sent again
+        // once a connection to it is made (tried again and again while it is frozen).
+        frozen = kill(pid, SIGSTOP) == 0
+        traffic.post(rounds: 10)
+        try await Task.sleep(for: .milliseconds(3000))
+        kill(pid, SIGCONT)
+        frozen = false
+        #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+
         traffic.expectEveryPostAccountedForInOrder()
         #expect(
             traffic.receivedPerName == Dictionary(uniqueKeysWithValues: names.map { ($0, Array(0..<25)) }),
