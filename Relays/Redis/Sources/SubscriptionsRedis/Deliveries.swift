@@ -42,10 +42,7 @@
                 pending -= entries[head].posts
                 head += 1
             }
-            if head > 1024 && head * 2 > entries.count {
-                entries.removeFirst(head)
-                head = 0
-            }
+            _dropConsumed(&entries, head: &head, threshold: 1024)
             entries.append(entry)
             pending += entry.posts
             guard dropped > 0 else { return (0, false) }
@@ -60,10 +57,7 @@
             let entry = entries[head]
             head += 1
             pending -= entry.posts
-            if head == entries.count {
-                entries.removeAll(keepingCapacity: true)
-                head = 0
-            }
+            _dropConsumed(&entries, head: &head, threshold: 1024)
             return entry
         }
 

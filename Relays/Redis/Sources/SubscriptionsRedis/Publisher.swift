@@ -252,22 +252,10 @@
             head += 1
             posts -= count
             answered += 1
-            if head == counts.count {
-                counts.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 1024 && head * 2 > counts.count {
-                counts.removeFirst(head)
-                head = 0
-            }
+            _dropConsumed(&counts, head: &head, threshold: 1024)
             if resendHead < resends.count {
                 while resendHead < resends.count && resends[resendHead].last < answered { resendHead += 1 }
-                if resendHead == resends.count {
-                    resends.removeAll(keepingCapacity: true)
-                    resendHead = 0
-                } else if resendHead > 1024 && resendHead * 2 > resends.count {
-                    resends.removeFirst(resendHead)
-                    resendHead = 0
-                }
+                _dropConsumed(&resends, head: &resendHead, threshold: 1024)
             }
             return count
         }

@@ -172,6 +172,21 @@
         let message: [UInt8]
     }
 
+    /// Forgets the consumed prefix (`..<head`) of a FIFO array read from `head`: all of it once
+    /// `head` reached the end (keeping the capacity), or, once `head` is past `threshold`, when it is
+    /// more than half the array (so each element is moved at most once: amortised O(1)). The queues
+    /// of the relay (outbox, commands in flight, pending deliveries) share it.
+    @inline(__always)
+    func _dropConsumed<Element>(_ array: inout [Element], head: inout Int, threshold: Int) {
+        if head == array.count {
+            array.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > threshold && head * 2 > array.count {
+            array.removeFirst(head)
+            head = 0
+        }
+    }
+
     /// The publisher's queue: a FIFO array with a head index, compacted when drained.
     struct _Outbox: Sendable {
         var items: [_Outgoing] = []
@@ -231,13 +246,7 @@
             for item in items[head..<index] { self.bytes -= item.message.count }
             batch.append(contentsOf: items[head..<index])
             head = index
-            if head == items.count {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 4096 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
-            }
+            _dropConsumed(&items, head: &head, threshold: 4096)
         }
 
         /// Puts `taken` back at the head of the queue, in their order, before what is queued: posts
