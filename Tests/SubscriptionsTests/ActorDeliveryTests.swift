@@ -315,7 +315,10 @@ struct ActorDeliveryTests {
             inbox.receive(value)
             guard value == 0 else { return }
             started.signal()
-            while !cancelling.isSet {}
+            // Until cancel() has begun (the token reads inactive), so the nine payloads still
+            // waiting are the cancelled ones on any machine however slow, then long enough for
+            // cancel() to reach its wait: a slow machine can miss a bug, never fail a correct engine.
+            while !cancelling.isSet || slot.token?.isActive != false { sched_yield() }
             usleep(20_000)
             finished.set()
         }

@@ -97,18 +97,22 @@ struct Guarantee08CancelWaits {
         let cancelling = Flag()
         let finished = Flag()
         let calls = Counter()
-        let token = center.subscribe("x", delivery: .queue(queue)) { _ in
+        let slot = TokenSlot()
+        slot.token = center.subscribe("x", delivery: .queue(queue)) { _ in
             calls.increment()
             guard calls.count == 1 else { return }
             started.signal()
-            while !cancelling.isSet {}
+            // Until cancel() has begun (the token reads inactive), so the nine deliveries still
+            // queued are the cancelled ones on any machine however slow, then long enough for
+            // cancel() to reach its wait: a slow machine can miss a bug, never fail a correct engine.
+            while !cancelling.isSet || slot.token?.isActive != false { sched_yield() }
             usleep(20_000)
             finished.set()
         }
         for _ in 0..<10 { #expect(center.post("x") == 1) }
         started.wait()
         cancelling.set()
-        token.cancel()
+        slot.cancel()
         #expect(finished.isSet)
         queue.sync {}
         // The nine deliveries still queued when cancel() returned never run.
