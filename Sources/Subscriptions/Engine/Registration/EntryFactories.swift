@@ -6,13 +6,6 @@
 // - `_OptionsEntry`: everything else (a queue, one-shot, a sender filter, replay, an observer).
 
 extension PostCenter {
-    /// Records the call site in `entry`, then registers it under `key`.
-    @inline(__always)
-    func _add(_ entry: _Entry, to key: _NameKey, _ fileID: String, _ line: Int, _ priority: Int = 0) -> Subscription {
-        entry.site = _CallSites.shared.intern(fileID, line)
-        return _add(entry, to: key, priority: priority)
-    }
-
     /// The entry of a `subscribe` whose handler runs where `delivery` says, with every option
     /// applied. A one-shot delivers its one post with the base delivery: pacing is ignored. A
     /// paced entry replays through its slot (`_addPacedReplaying`), any other through `_Replay`.

@@ -1,31 +1,6 @@
 import Synchronization
 internal import _SubscriptionsShims
 
-/// The center's stripes, reachable without reference counting: `owners` keeps them alive, `base`
-/// is read on the post path.
-struct _Stripes: @unchecked Sendable {
-    // @unchecked: `base` points at immutable memory, written once in `init` and freed by the
-    // center's deinit; it holds unretained copies of the references in `owners`.
-    let owners: [_Stripe]
-    let base: UnsafeMutablePointer<Unmanaged<_Stripe>>
-    let mask: Int
-
-    init(count: Int, tracker: _DeliveryTracker) {
-        precondition(count > 0 && count & (count - 1) == 0)
-        owners = (0..<count).map { _ in _Stripe(tracker: tracker) }
-        base = .allocate(capacity: count)
-        for i in 0..<count { (base + i).initialize(to: .passUnretained(owners[i])) }
-        mask = count - 1
-    }
-
-    func free() { base.deallocate() }
-
-    @inline(__always)
-    subscript(_ hash: UInt) -> Unmanaged<_Stripe> {
-        base[Int(truncatingIfNeeded: hash) & mask]
-    }
-}
-
 /// What a post walks: the route it found, the slot buffer it published in its frame, and its
 /// frame in the thread's record.
 struct _PostStart {
@@ -38,52 +13,6 @@ struct _PostStart {
 }
 
 extension PostCenter {
-    /// Registers `entry` under `key` and returns its token.
-    func _add(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> Subscription {
-        let (token, live) = _insertToken(entry, to: key, priority: priority)
-        _noteSubscriptionCount(key, live)
-        return token
-    }
-
-    /// Registers `entry` under `key`; returns its token, the route it joined (the token's home,
-    /// which keeps it alive) and the name's live count. Runs no user code, so it may be called
-    /// under another lock (see `_addReplaying`).
-    func _insert(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (
-        token: Subscription, route: _Route, live: Int
-    ) {
-        let (token, live) = _insertToken(entry, to: key, priority: priority)
-        return (token, unsafeDowncast(token._home, to: _Route.self), live)
-    }
-
-    /// `_insert` for callers that need no route: borrows the stripe and the route instead of
-    /// retaining them (the center owns its stripes, the stripe's table its routes, and the lock
-    /// is held), so the token's own reference is the only one taken.
-    @inline(__always)
-    func _insertToken(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (token: Subscription, live: Int) {
-        _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { state in
-                let token: Subscription
-                if let existing = state.table.find(key) {
-                    token = existing._withUnsafeGuaranteedRef { Subscription(home: $0, entry: entry) }
-                } else {
-                    let route = _Route(key: key, stripe: stripe)
-                    stripe.lockedInsert(route, &state)
-                    token = Subscription(home: route, entry: entry)
-                }
-                let route = unsafeDowncast(token._home, to: _Route.self)
-                token._seq = route.lockedInsert(entry, priority: priority)
-                return (token, route.live)
-            }
-        }
-    }
-
-    /// The route of `key`, for tests: `nil` when the name has none.
-    func _route(_ key: _NameKey) -> _Route? {
-        _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { state in state.table.find(key)?.takeUnretainedValue() }
-        }
-    }
-
     /// How many slots ahead `_walk` hints the processor to load an entry (at most
     /// `_SlotBuffer.walkPadding`, which lets it read that far past the last slot). A measured value, not a
     /// derived one: with four, typed posts to 100 and 1000 subscribers run 12% and 6% faster than
@@ -312,58 +241,6 @@ extension PostCenter {
                     start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
                 })
         }
-    }
-
-    /// How many subscriptions the next post of `key` would reach.
-    func _reachableCount(_ key: _NameKey) -> Int {
-        var keep: [AnyObject] = []
-        let n = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { state in
-                state.table.find(key)?._withUnsafeGuaranteedRef { $0.lockedReachableCount(keeping: &keep) } ?? 0
-            }
-        }
-        withExtendedLifetime(keep) {}
-        return n
-    }
-
-    /// Live subscriptions of `key` per call-site id (see `_Route.lockedSiteCounts(keeping:)`).
-    func _siteCounts(_ key: _NameKey) -> [UInt16: Int] {
-        var keep: [AnyObject] = []
-        let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
-            stripe.mutex.withLock { state -> [UInt16: Int] in
-                guard let route = state.table.find(key) else { return [:] }
-                return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
-            }
-        }
-        withExtendedLifetime(keep) {}
-        return counts
-    }
-
-    /// Detaches every route: tokens that outlive the center become inactive and harmless. No
-    /// post of this center is in progress (the poster would hold a reference), so the tables
-    /// are freed at once.
-    func _detachAll() {
-        for stripe in _stripes.owners {
-            let routes = stripe.mutex.withLock { state -> [_Route] in
-                var all: [_Route] = []
-                state.table.visitRoutes { route in
-                    route._withUnsafeGuaranteedRef { $0.detached.store(true, ordering: .relaxed) }
-                    all.append(route.takeRetainedValue())
-                }
-                state.table.free()
-                for item in state.retired {
-                    item.table.free()
-                    all.append(contentsOf: item.routes)
-                }
-                state.retired.removeAll()
-                state.table = _NameTable.allocate(capacity: 8)
-                state.count = 0
-                stripe.table.store(state.table.bits, ordering: .releasing)
-                return all
-            }
-            withExtendedLifetime(routes) {}
-        }
-        _stripes.free()
     }
 }
 

@@ -220,3 +220,45 @@ class _DrainingMailbox: _Entry, _PendingWork, @unchecked Sendable {
 
     func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool { fatalError("abstract") }
 }
+
+/// What a center's `waitForPendingDeliveries()` waits for besides counted deliveries: a FIFO
+/// of deliveries (the main mailbox, an actor subscription's mailbox) that can say how many it
+/// took so far and wake a waiter once those are handled or dropped.
+protocol _PendingWork: AnyObject, Sendable {
+    /// How many deliveries were appended so far, or `nil` when all of them are done already.
+    func mark() -> UInt64?
+    /// Resumes `continuation` once the first `mark` deliveries are done; returns `false` (and
+    /// does not keep it) when they are done already.
+    func resume(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool
+}
+
+/// The progress of a mailbox, kept under its lock: deliveries appended and done (handled or
+/// dropped), and the waiters of `waitForPendingDeliveries()`.
+struct _MailboxProgress {
+    var appended: UInt64 = 0
+    var done: UInt64 = 0
+    var waiters: [(mark: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// Counts `n` deliveries done; returns the waiters to resume (after unlocking).
+    mutating func finish(_ n: Int) -> [CheckedContinuation<Void, Never>] {
+        done &+= UInt64(n)
+        guard !waiters.isEmpty else { return [] }
+        var ready: [CheckedContinuation<Void, Never>] = []
+        waiters.removeAll { waiter in
+            guard waiter.mark <= done else { return false }
+            ready.append(waiter.continuation)
+            return true
+        }
+        return ready
+    }
+
+    /// `appended`, or `nil` when everything appended is done.
+    func mark() -> UInt64? { done >= appended ? nil : appended }
+
+    /// Keeps `continuation` until `mark` deliveries are done; `false` when they are.
+    mutating func keep(_ continuation: CheckedContinuation<Void, Never>, after mark: UInt64) -> Bool {
+        if done >= mark { return false }
+        waiters.append((mark, continuation))
+        return true
+    }
+}

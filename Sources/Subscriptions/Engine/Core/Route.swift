@@ -1,0 +1,199 @@
+import Synchronization
+internal import _SubscriptionsShims
+
+/// The registry of one name: its entries in delivery order, published for posts that read them
+/// without any lock. See DESIGN.md beside this file for the protocols.
+///
+/// Every `var` is guarded by `stripe.mutex`; posts read only `published` and the buffer it
+/// points to.
+final class _Route: _SubscriptionHome, @unchecked Sendable {
+    // @unchecked: all `var`s are read and written only while holding `stripe.mutex`; the slot
+    // buffers are atomics, read by posts without the lock.
+    let key: _NameKey
+    let stripe: _Stripe
+    /// The address of the current `_SlotBuffer`.
+    let published: Atomic<UInt>
+    /// Set when the center deinitialised: the route is in no table any more.
+    let detached = Atomic<Bool>(false)
+    /// The center's pattern state (`PostCenter._patternState`) at which a post found that no
+    /// pattern can match this name (0: not known). Written by posters, only when it changes
+    /// (once per pattern subscription at most), so that later posts skip the pattern check.
+    let patternMiss = Atomic<UInt>(0)
+
+    @exclusivity(unchecked) var buffer: _SlotBuffer
+    @exclusivity(unchecked) var live = 0
+    @exclusivity(unchecked) var tombstones = 0
+    @exclusivity(unchecked) var nextSeq: UInt = 0
+    /// Replaced buffers that posts may still read.
+    @exclusivity(unchecked) var retired: [_SlotBuffer] = []
+    /// The slots of the buffers in `retired`, summed (their capacities).
+    @exclusivity(unchecked) var retiredSlots = 0
+    /// The priority of each live entry subscribed at a priority other than 0, by slot word;
+    /// empty on a route whose entries all have the default (the common case costs one check).
+    @exclusivity(unchecked) var priorities: [UInt: Int] = [:]
+    /// At most the lowest priority of the live entries (0 while `priorities` is empty): an entry
+    /// of a priority at most this goes last without a look at the others. Lowered by inserts,
+    /// reset to 0 when `priorities` empties.
+    @exclusivity(unchecked) var lowest = 0
+    /// At least the highest priority of the live entries (0 while `priorities` is empty): an entry
+    /// of a priority above this goes before every live entry, without a look at their priorities.
+    /// Raised by inserts, reset to 0 when `priorities` empties.
+    @exclusivity(unchecked) var highest = 0
+
+    init(key: _NameKey, stripe: _Stripe) {
+        self.key = key
+        self.stripe = stripe
+        let initial = _SlotBuffer.allocate(capacity: 4)
+        self.buffer = initial
+        self.published = Atomic(initial.bits)
+    }
+
+    deinit {
+        // No post reads this route any more: the tables that held it are freed.
+        for old in retired { old.free() }
+        buffer.free()
+    }
+
+    /// This route's address: what a thread record's `routeHint` names (see `_ThreadRecord.announce`).
+    @inline(__always)
+    var _routeBits: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+
+    /// Slots in the current buffer (live entries and tombstones). For tests.
+    var _slotCount: Int { stripe.mutex.withLock { _ in buffer.count } }
+
+    /// Replaced buffers not freed yet. For tests.
+    var _retiredCount: Int { stripe.mutex.withLock { _ in retired.count } }
+
+    /// Slots of the replaced buffers not freed yet. For tests.
+    var _retiredSlots: Int { stripe.mutex.withLock { _ in retiredSlots } }
+
+    // MARK: Token operations
+
+    /// Cancels `token`'s entry and waits for the calls of its handler still running on other
+    /// threads; see `Subscription.cancel()` for the contract and DESIGN.md for the protocol.
+    override func _cancel(_ token: Subscription) {
+        cancel(token, wait: true)
+    }
+
+    /// Cancels `token`'s entry without waiting (a token's deinit).
+    override func _drop(_ token: Subscription) {
+        cancel(token, wait: false)
+    }
+
+    private func cancel(_ token: Subscription, wait: Bool) {
+        let me = _ThreadRecord.current
+        var released: [_Route] = []
+        let found = stripe.mutex.withLock { state -> _Entry? in
+            released = stripe.lockedReclaim(&state)
+            if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
+            guard let entry = token._entry else { return nil }
+            token._entry = nil
+            // Relaxed: every path below runs a full fence before it reads a record (a heavy
+            // fence, a section's, the one-thread answer's), or parks the entry for a batch whose
+            // settling thread takes it under the batch's lock and then fences.
+            entry.state.store(_Entry.cancelled, ordering: .relaxed)
+            lockedDetach(entry, seq: token._seq, fenceFollows: true, &state)
+            return entry
+        }
+        withExtendedLifetime(released) {}
+        guard let entry = found else { return }
+        let bits = _SlotBuffer.bits(of: entry)
+        let onlyThread = _ThreadRecord.onlyThread
+        let routeBits = _routeBits
+        if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits, on: routeBits) {
+            // A drop that sees no call under way: one heavy fence later serves a whole batch.
+            // (In the symmetric mode the heavy fence is a plain full fence: nothing to save.)
+            _Retirements.retire(entry)
+            return
+        }
+        // Dropped tokens parked before this point are settled by the same fence.
+        var parked = wait ? _Retirements.take() : []
+        var settled: _Retirements.Settled?
+        var mine = false
+        var others = 0
+        // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
+        // the cancelled state), and every call of the entry that may still run is visible.
+        _Fence.heavy(onlyThread: onlyThread) {
+            if !parked.isEmpty { settled = _Retirements.sortOut(&parked, onlyThread: onlyThread) }
+            _ThreadRecord.visitHinted(routeBits, onlyThread: onlyThread) { r in
+                if r.calls(bits) {
+                    if r == me { mine = true } else { others += 1 }
+                }
+            }
+        }
+        // The parked entries' captures go on a settling job, never on this thread: an unrelated
+        // cancel must not run (and wait for) what another token's captures do in their deinit.
+        settled?.finishOnJob()
+        if others == 0 && !mine {
+            entry.releaseHandler()
+            return
+        }
+        // Inside the handler itself, or a deinit: never wait.
+        if mine || !wait {
+            _Orphans.add(entry)
+            return
+        }
+        var cycle = false
+        // Inside `visitAll`'s scan section: `r`, and every record a `waitingFor` link names, stay
+        // mapped while we wait and follow links.
+        _ThreadRecord.visitAll { r in
+            guard !cycle, r != me, r.calls(bits) else { return }
+            me.beginWait(for: r, on: bits)
+            var attempt = 0
+            while r.calls(bits) {
+                // The thread we wait for waits (through a chain of live waits) for us: do not
+                // close the cycle.
+                if me.closesCycle(waitingFor: r) {
+                    cycle = true
+                    break
+                }
+                _backoff(attempt)
+                attempt += 1
+            }
+            me.endWait()
+        }
+        if cycle {
+            _Orphans.add(entry)
+        } else {
+            // Released here, outside the lock and after the wait.
+            entry.releaseHandler()
+        }
+    }
+
+    override func _setPaused(_ paused: Bool, _ token: Subscription) {
+        stripe.mutex.withLock { _ in
+            // Only active <-> paused: a fired one-shot stays spent.
+            _ = token._entry?.state.compareExchange(
+                expected: paused ? _Entry.active : _Entry.paused, desired: paused ? _Entry.paused : _Entry.active,
+                ordering: .relaxed)
+        }
+    }
+
+    override func _describe(_ token: Subscription) -> (name: String, site: UInt16, state: String) {
+        var keep: [AnyObject] = []
+        let (site, state) = stripe.mutex.withLock { _ -> (UInt16, String) in
+            guard let entry = token._entry else { return (0, "cancelled") }
+            let state = entry.state.load(ordering: .relaxed)
+            if detached.load(ordering: .relaxed) || (state != _Entry.active && state != _Entry.paused)
+                || !entry.isReachable(keeping: &keep)
+            {
+                return (entry.site, "cancelled")
+            }
+            return (entry.site, state == _Entry.paused ? "paused" : "active")
+        }
+        withExtendedLifetime(keep) {}
+        return (key.name.debugDescription, site, state)
+    }
+
+    override func _isActive(_ token: Subscription) -> Bool {
+        var keep: [AnyObject] = []
+        let active = stripe.mutex.withLock { _ -> Bool in
+            guard !detached.load(ordering: .relaxed), let entry = token._entry,
+                entry.state.load(ordering: .relaxed) == _Entry.active
+            else { return false }
+            return entry.isReachable(keeping: &keep)
+        }
+        withExtendedLifetime(keep) {}
+        return active
+    }
+}
