@@ -43,13 +43,13 @@ public final class PostCenter: Sendable {
     let _diagnosing = Atomic<Bool>(false)
     /// Protocol-keyed observers (see `ProtocolObservers.swift`).
     let _protocols = _ProtocolRegistry()
-    /// The latest retained post of each name (see `Engine/Retained.swift`).
+    /// The latest retained post of each name (see `Engine/Retained/Retained.swift`).
     let _retained = _PlatformMutex(_RetainedTable())
     /// Scheduled deliveries still pending (see `waitForPendingDeliveries()`).
     let _deliveries: _DeliveryTracker
     /// The `Posts` sequences to finish when the center goes (see `AsyncPostsBuffer.swift`).
     let _sequences = _PostsRegistry()
-    /// The run queue of each actor that handlers are isolated to (see `Engine/ActorEntry.swift`).
+    /// The run queue of each actor that handlers are isolated to (see `Engine/Delivery/Actor/ActorRunQueue.swift`).
     let _actorQueues = _PlatformMutex(_ActorQueueTable())
     /// Whether any pattern was ever subscribed (`_PatternIndex.all`, `.prefixes`): read by every
     /// post, which looks pattern routes up only when it is not 0.

@@ -150,7 +150,7 @@ struct CallSiteTests {
         #expect(String(reflecting: token) == "Subscription(\"login\", App/Gone.swift:3, observer gone)")
     }
 
-    // MARK: The call-site table (Engine/CallSites.swift)
+    // MARK: The call-site table (Engine/Core/CallSites.swift)
 
     /// "`intern` returns 0 (unknown) once `capacity` distinct sites are recorded": the table
     /// records exactly `UInt16.max` sites, then answers 0 instead of trapping or reusing an id.

@@ -7,7 +7,7 @@ import Testing
 @testable import Subscriptions
 
 extension Guarantee08CancelWaits {
-    /// On Linux the fence form moves at run time (Engine/DESIGN.md, "Fences"): a heavy fence that
+    /// On Linux the fence form moves at run time (Engine/DESIGN.md, "Fence mode selection"): a heavy fence that
     /// has to interrupt another thread switches the process to the symmetric form, in which
     /// cancels beside a posting thread need no process-wide fence, and it switches back once no
     /// cancel used that form for `_Fence.decayInterval`. `SUBSCRIPTIONS_PROCESS_FENCE=off` (and

@@ -8,7 +8,7 @@ import Testing
 
 extension Guarantee08CancelWaits {
     /// A token's deinit never waits and needs no heavy fence of its own: its entry joins a batch that
-    /// one fence settles (`Engine/Retirements.swift`).
+    /// one fence settles (`Engine/Core/Retirements.swift`).
     @Suite("Dropped tokens settle in batches", .tags(.pin))
     struct DroppedTokens {
         /// In a program where the dropping thread holds the only thread record, nothing can be calling

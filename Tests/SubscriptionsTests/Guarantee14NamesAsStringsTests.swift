@@ -88,7 +88,7 @@ struct Guarantee14NamesAsStrings {
         #expect(found == table)
     }
 
-    // MARK: Name keys (Engine/NameKey.swift)
+    // MARK: Name keys (Engine/Core/NameKey.swift)
 
     /// "Names that are equal Strings are one name": also for names longer than one 8-byte word
     /// whose non-ASCII scalar sits in an early word, not in the last one.

@@ -174,7 +174,7 @@ final class ReleaseProbe: Sendable {
 /// Waits, bounded (10 s), until `condition` holds; returns whether it did.
 ///
 /// For the closures of dropped tokens: a token's deinit never waits, and when other threads hold
-/// thread records it parks the entry for the next batch (`Engine/Retirements.swift`), settled by
+/// thread records it parks the entry for the next batch (`Engine/Core/Retirements.swift`), settled by
 /// a job on a global queue that the drop schedules, so the captures go shortly after the drop
 /// rather than inside it. A closure that is never released still fails the test.
 func eventually(_ condition: () -> Bool) -> Bool {

@@ -1,6 +1,6 @@
 // The few things of the C library that Swift cannot reach on its own: a compiler-only fence,
 // Linux's membarrier(2) system call (a variadic `syscall`, which Swift does not import), a
-// thread-local pointer to the calling thread's record (see Engine/ThreadRecords.swift), and the
+// thread-local pointer to the calling thread's record (see Engine/Core/ThreadRecords.swift), and the
 // main-thread test.
 #ifndef SUBSCRIPTIONS_SHIMS_H
 #define SUBSCRIPTIONS_SHIMS_H
@@ -21,7 +21,7 @@ static inline void _subscriptions_prefetch(const void *address) {
     __builtin_prefetch(address, 0, 3);
 }
 
-/// The fence protocol in force (see Engine/DESIGN.md, "Fences"):
+/// The fence protocol in force (see Engine/DESIGN.md, "Fence mode selection"):
 /// 0, asymmetric: posts emit a compiler fence, heavy fences run membarrier;
 /// 1, switching on: posts pay full fences, heavy fences run membarrier;
 /// 2, symmetric: posts pay full fences, heavy fences are full fences of the caller's own, inside

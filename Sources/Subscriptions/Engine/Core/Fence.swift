@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 internal import _SubscriptionsShims
 
-/// The post/cancel handshake's fences (see DESIGN.md, "Fences").
+/// The post/cancel handshake's fences (see Engine/DESIGN.md, "Fence mode selection").
 ///
 /// Both sides of the handshake are a store followed by a load of another word: a post stores the
 /// entry it is about to call into its thread record and then re-reads the slot; a canceller

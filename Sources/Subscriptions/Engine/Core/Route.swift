@@ -2,7 +2,7 @@ import Synchronization
 internal import _SubscriptionsShims
 
 /// The registry of one name: its entries in delivery order, published for posts that read them
-/// without any lock. See DESIGN.md beside this file for the protocols.
+/// without any lock. See Engine/DESIGN.md for the protocols.
 ///
 /// Every `var` is guarded by `stripe.mutex`; posts read only `published` and the buffer it
 /// points to.
