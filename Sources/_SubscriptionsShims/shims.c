@@ -196,7 +196,7 @@ static void free_limbo_if_quiet(void) {
     if (atomic_load_explicit(&open_scans, memory_order_seq_cst) != 0) return;
     if (atomic_load_explicit(&open_sections, memory_order_seq_cst) != 0) return;
     while (limbo) {
-        uintptr_t *next = (uintptr_t *)limbo[1];
+        uintptr_t *next = (uintptr_t *)limbo[SUBSCRIPTIONS_RECORD_HINT_CELL];
         munmap(limbo, record_bytes);
         limbo = next;
     }
@@ -206,7 +206,7 @@ static void free_limbo_if_quiet(void) {
 // Frees the record's directory slot (word 1 points at its hint; NULL when it got none). Called
 // with records_lock held, before the record goes to limbo.
 static void release_hint_slot(uintptr_t *r) {
-    _Atomic uintptr_t *cell = (_Atomic uintptr_t *)r[1];
+    _Atomic uintptr_t *cell = (_Atomic uintptr_t *)r[SUBSCRIPTIONS_RECORD_HINT_CELL];
     if (!cell) {
         atomic_fetch_sub_explicit(&_subscriptions_hint_overflow, 1, memory_order_seq_cst);
         return;
@@ -256,7 +256,7 @@ static void claim_hint_slot(uintptr_t *record) {
     long i = slot & (HINT_CHUNK - 1);
     __atomic_store_n(&chunk[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&chunk[HINT_CHUNK + i], (uintptr_t)record, __ATOMIC_RELEASE);
-    record[1] = (uintptr_t)&chunk[i];
+    record[SUBSCRIPTIONS_RECORD_HINT_CELL] = (uintptr_t)&chunk[i];
     if (slot + 1 > high) atomic_store_explicit(&_subscriptions_hint_high, slot + 1, memory_order_seq_cst);
 }
 
@@ -271,16 +271,16 @@ static void release_record(void *record) {
     _subscriptions_current_record = NULL;
     pthread_mutex_lock(&records_lock);
     release_hint_slot(r);
-    uintptr_t *next = (uintptr_t *)__atomic_load_n(&r[0], __ATOMIC_RELAXED);
-    uintptr_t *prev = (uintptr_t *)__atomic_load_n(&r[7], __ATOMIC_RELAXED);
+    uintptr_t *next = (uintptr_t *)__atomic_load_n(&r[SUBSCRIPTIONS_RECORD_NEXT], __ATOMIC_RELAXED);
+    uintptr_t *prev = (uintptr_t *)__atomic_load_n(&r[SUBSCRIPTIONS_RECORD_PREVIOUS], __ATOMIC_RELAXED);
     if (prev) {
-        __atomic_store_n(&prev[0], (uintptr_t)next, __ATOMIC_RELEASE);
+        __atomic_store_n(&prev[SUBSCRIPTIONS_RECORD_NEXT], (uintptr_t)next, __ATOMIC_RELEASE);
     } else {
         atomic_store_explicit(&first_record, next, memory_order_seq_cst);
     }
-    if (next) __atomic_store_n(&next[7], (uintptr_t)prev, __ATOMIC_RELAXED);
-    // r[0] stays: a scanner standing on r goes on to the records after it.
-    __atomic_store_n(&r[1], (uintptr_t)limbo, __ATOMIC_RELAXED);
+    if (next) __atomic_store_n(&next[SUBSCRIPTIONS_RECORD_PREVIOUS], (uintptr_t)prev, __ATOMIC_RELAXED);
+    // r[SUBSCRIPTIONS_RECORD_NEXT] stays: a scanner standing on r goes on to the records after it.
+    __atomic_store_n(&r[SUBSCRIPTIONS_RECORD_HINT_CELL], (uintptr_t)limbo, __ATOMIC_RELAXED);
     limbo = r;
     atomic_store_explicit(&limbo_pending, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&claimed_records, 1, memory_order_seq_cst);
@@ -301,10 +301,10 @@ void *_subscriptions_claim_record(long words) {
     pthread_mutex_lock(&records_lock);
     record_bytes = bytes;
     uintptr_t *head = atomic_load_explicit(&first_record, memory_order_relaxed);
-    record[0] = (uintptr_t)head;
-    record[7] = 0;
+    record[SUBSCRIPTIONS_RECORD_NEXT] = (uintptr_t)head;
+    record[SUBSCRIPTIONS_RECORD_PREVIOUS] = 0;
     claim_hint_slot(record);
-    if (head) __atomic_store_n(&head[7], (uintptr_t)record, __ATOMIC_RELAXED);
+    if (head) __atomic_store_n(&head[SUBSCRIPTIONS_RECORD_PREVIOUS], (uintptr_t)record, __ATOMIC_RELAXED);
     atomic_store_explicit(&first_record, record, memory_order_seq_cst);
     atomic_fetch_add_explicit(&claimed_records, 1, memory_order_seq_cst);
     free_limbo_if_quiet();

@@ -88,6 +88,34 @@ extern __thread void *_subscriptions_current_record __attribute__((tls_model("in
 extern __thread void *_subscriptions_current_record;
 #endif
 
+/// The layout of a thread record, shared by this shim and `ThreadRecords.swift`: the index of each
+/// machine word of its header. The frames follow the header, `SUBSCRIPTIONS_RECORD_HEADER_WORDS` on.
+enum {
+    /// The next live record (the list's link, written by the shim; it stays while the record is in
+    /// limbo, so that a scanner standing on it goes on).
+    SUBSCRIPTIONS_RECORD_NEXT = 0,
+    /// The record's cell in the hint directory (0: none); in limbo, the next record in limbo.
+    SUBSCRIPTIONS_RECORD_HINT_CELL = 1,
+    /// The chain of task starts put off until the thread's post ends (`deferredStarts`).
+    SUBSCRIPTIONS_RECORD_DEFERRED_STARTS = 2,
+    /// The route the thread's frames may be calling (`routeHint`).
+    SUBSCRIPTIONS_RECORD_ROUTE_HINT = 3,
+    /// The record this thread's `cancel()` waits for (`waitingFor`).
+    SUBSCRIPTIONS_RECORD_WAITING_FOR = 4,
+    /// Set when a canceller orphaned an entry this thread calls (`orphanNotice`).
+    SUBSCRIPTIONS_RECORD_ORPHAN_NOTICE = 5,
+    /// The entry whose calls this thread's `cancel()` waits for (`waitingOn`).
+    SUBSCRIPTIONS_RECORD_WAITING_ON = 6,
+    /// The previous live record (the list's back link, written by the shim).
+    SUBSCRIPTIONS_RECORD_PREVIOUS = 7,
+    /// The frames in use (`depth`).
+    SUBSCRIPTIONS_RECORD_DEPTH = 8,
+    /// The posts in progress (`posts`).
+    SUBSCRIPTIONS_RECORD_POSTS = 9,
+    /// The words of the header.
+    SUBSCRIPTIONS_RECORD_HEADER_WORDS = 10,
+};
+
 /// Claims a record for the calling thread: a new zeroed mapping of `words` machine words, linked
 /// into the list of live records. Registers its release at thread exit (unlinked at once, unmapped
 /// once no scan section is open).
@@ -102,7 +130,7 @@ static inline void *_subscriptions_record(long words) {
 /// The calling thread's record, or NULL when it has none (never claims one).
 static inline void *_subscriptions_record_if_claimed(void) { return _subscriptions_current_record; }
 
-/// Opens a scan section and returns the first live record (`next` is word 0). Until the matching
+/// Opens a scan section and returns the first live record (`next` is word `SUBSCRIPTIONS_RECORD_NEXT`). Until the matching
 /// `_subscriptions_scan_end`, no record reachable from it, or from a record's `waitingFor` link
 /// read inside the section, is unmapped. Sections nest.
 void *_subscriptions_scan_begin(void);

@@ -28,7 +28,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     // (`withScan`), which keeps it mapped; accessed through atomics only.
     let words: UnsafeMutablePointer<Atomic<UInt>>
 
-    static let headerWords = 10
+    static let headerWords = SUBSCRIPTIONS_RECORD_HEADER_WORDS
     static let frameWords = 4
     /// Posts in progress on one thread plus queued or main-actor calls that run inside them.
     static let frameCapacity = PostCenter.maximumNestingDepth + 16
@@ -46,33 +46,33 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     // MARK: Header
 
     var next: _ThreadRecord? {
-        let link = words[0].load(ordering: .acquiring)
+        let link = words[SUBSCRIPTIONS_RECORD_NEXT].load(ordering: .acquiring)
         guard let raw = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: link) else { return nil }
         return _ThreadRecord(words: raw)
     }
 
     /// Frames in use. Written by the owner only.
     @inline(__always)
-    var depth: Int { Int(bitPattern: words[8].load(ordering: .relaxed)) }
+    var depth: Int { Int(bitPattern: words[SUBSCRIPTIONS_RECORD_DEPTH].load(ordering: .relaxed)) }
 
     /// Posts in progress on this thread (queued calls are not posts). Owner only.
     @inline(__always)
     var posts: Int {
-        get { Int(bitPattern: words[9].load(ordering: .relaxed)) }
-        nonmutating set { words[9].store(UInt(bitPattern: newValue), ordering: .relaxed) }
+        get { Int(bitPattern: words[SUBSCRIPTIONS_RECORD_POSTS].load(ordering: .relaxed)) }
+        nonmutating set { words[SUBSCRIPTIONS_RECORD_POSTS].store(UInt(bitPattern: newValue), ordering: .relaxed) }
     }
 
     /// The record this thread's `cancel()` waits for, or 0. Written by the owner only, after
     /// `waitingOn`; read by other cancellers inside a scan section (see `closesCycle`).
     var waitingFor: UInt {
-        get { words[4].load(ordering: .sequentiallyConsistent) }
-        nonmutating set { words[4].store(newValue, ordering: .sequentiallyConsistent) }
+        get { words[SUBSCRIPTIONS_RECORD_WAITING_FOR].load(ordering: .sequentiallyConsistent) }
+        nonmutating set { words[SUBSCRIPTIONS_RECORD_WAITING_FOR].store(newValue, ordering: .sequentiallyConsistent) }
     }
 
     /// The entry whose calls on `waitingFor`'s thread this thread's `cancel()` waits for, or 0.
     var waitingOn: UInt {
-        get { words[6].load(ordering: .sequentiallyConsistent) }
-        nonmutating set { words[6].store(newValue, ordering: .sequentiallyConsistent) }
+        get { words[SUBSCRIPTIONS_RECORD_WAITING_ON].load(ordering: .sequentiallyConsistent) }
+        nonmutating set { words[SUBSCRIPTIONS_RECORD_WAITING_ON].store(newValue, ordering: .sequentiallyConsistent) }
     }
 
     /// Publishes that this thread waits for `target` to stop calling `entry` (`entry` first, so
@@ -93,8 +93,8 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Owner only.
     @inline(__always)
     var deferredStarts: UInt {
-        get { words[2].load(ordering: .relaxed) }
-        nonmutating set { words[2].store(newValue, ordering: .relaxed) }
+        get { words[SUBSCRIPTIONS_RECORD_DEFERRED_STARTS].load(ordering: .relaxed) }
+        nonmutating set { words[SUBSCRIPTIONS_RECORD_DEFERRED_STARTS].store(newValue, ordering: .relaxed) }
     }
 
     /// `routeHint` of a thread whose frames may be calling entries of several routes.
@@ -122,14 +122,14 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     @inline(__always)
     func announce(_ f: Int, route: UInt) {
         let hint = f == 0 ? route : _ThreadRecord.anyRoute
-        if words[3].load(ordering: .relaxed) != hint { publishHint(hint) }
+        if words[SUBSCRIPTIONS_RECORD_ROUTE_HINT].load(ordering: .relaxed) != hint { publishHint(hint) }
     }
 
     /// Stores a changed hint in both places (releasing, see `announce`).
     @inline(never)
     func publishHint(_ hint: UInt) {
-        words[3].store(hint, ordering: .releasing)
-        if let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: words[1].load(ordering: .relaxed)) {
+        words[SUBSCRIPTIONS_RECORD_ROUTE_HINT].store(hint, ordering: .releasing)
+        if let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: words[SUBSCRIPTIONS_RECORD_HINT_CELL].load(ordering: .relaxed)) {
             cell.pointee.store(hint, ordering: .releasing)
         }
     }
@@ -137,7 +137,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Whether this record's thread may be calling entries of `route` (its `routeHint`).
     @inline(__always)
     func mayCall(on route: UInt) -> Bool {
-        _ThreadRecord.hintNames(route, words[3].load(ordering: .acquiring))
+        _ThreadRecord.hintNames(route, words[SUBSCRIPTIONS_RECORD_ROUTE_HINT].load(ordering: .acquiring))
     }
 
     /// Whether a thread whose hint is `hint` may be calling entries of `route`.
@@ -148,10 +148,10 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
 
     /// Non-zero when a canceller left an orphan that this thread's frames may hold.
     @inline(__always)
-    var orphanNotice: UInt { words[5].load(ordering: .relaxed) }
+    var orphanNotice: UInt { words[SUBSCRIPTIONS_RECORD_ORPHAN_NOTICE].load(ordering: .relaxed) }
 
-    func noteOrphan() { words[5].store(1, ordering: .sequentiallyConsistent) }
-    func clearOrphanNotice() { words[5].store(0, ordering: .sequentiallyConsistent) }
+    func noteOrphan() { words[SUBSCRIPTIONS_RECORD_ORPHAN_NOTICE].store(1, ordering: .sequentiallyConsistent) }
+    func clearOrphanNotice() { words[SUBSCRIPTIONS_RECORD_ORPHAN_NOTICE].store(0, ordering: .sequentiallyConsistent) }
 
     // MARK: Frames
 
@@ -165,7 +165,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     func push() -> Int {
         let f = depth
         if f >= _ThreadRecord.frameCapacity { _ThreadRecord.tooDeep() }
-        words[8].store(UInt(bitPattern: f &+ 1), ordering: .releasing)
+        words[SUBSCRIPTIONS_RECORD_DEPTH].store(UInt(bitPattern: f &+ 1), ordering: .releasing)
         return f
     }
 
@@ -184,7 +184,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         cell[2].store(0, ordering: .releasing)
         cell[1].store(0, ordering: .releasing)
         cell[0].store(0, ordering: .releasing)
-        words[8].store(UInt(bitPattern: f), ordering: .releasing)
+        words[SUBSCRIPTIONS_RECORD_DEPTH].store(UInt(bitPattern: f), ordering: .releasing)
         _Fence.light()
         if orphanNotice != 0 { _Orphans.collect(noticed: self) }
     }
@@ -214,7 +214,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Loads `at` with acquiring ordering, so that a canceller that sees the call over also sees
     /// everything the call did.
     func calls(_ bits: UInt) -> Bool {
-        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[SUBSCRIPTIONS_RECORD_DEPTH].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) where frame(f)[2].load(ordering: .acquiring) == bits {
             return true
         }
@@ -224,7 +224,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     /// Calls `body` with the entry of every frame of this record that calls one (loaded like
     /// `calls(_:)`).
     func forEachCall(_ body: (UInt) -> Void) {
-        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[SUBSCRIPTIONS_RECORD_DEPTH].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) {
             let at = frame(f)[2].load(ordering: .acquiring)
             if at != 0 { body(at) }
@@ -233,7 +233,7 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
 
     /// Whether one of this record's frames reads the table or buffer at `bits`.
     func reads(_ bits: UInt) -> Bool {
-        let d = Int(bitPattern: words[8].load(ordering: .acquiring))
+        let d = Int(bitPattern: words[SUBSCRIPTIONS_RECORD_DEPTH].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) {
             let cell = frame(f)
             if cell[0].load(ordering: .acquiring) == bits || cell[1].load(ordering: .acquiring) == bits {
