@@ -1,4 +1,4 @@
-// `--codec`: the relay's payload codec (Codec.swift, its hand-written binary `Codable` format)
+// `--codec`: the relay's payload codec (Codec*.swift, its hand-written binary `Codable` format)
 // against Foundation's `JSONEncoder`/`JSONDecoder` and `PropertyListEncoder`/`PropertyListDecoder`
 // (binary format), per typed post: encode and decode nanoseconds (the thread's CPU time), and
 // bytes, for a few payload shapes (issue 39, item 8: keep a hand-written format only if the
