@@ -47,7 +47,7 @@
     }
 
     /// One primary's publishing connection and what it owes.
-    private struct _PublisherNode {
+    struct _PublisherNode {
         let connection: _Connection
         var inFlight = _InFlight()
         var lastSent = ContinuousClock.now
@@ -60,7 +60,7 @@
     }
 
     /// A command kept to be sent again when a redirection answers it.
-    private struct _Kept {
+    struct _Kept {
         var slot: Int
         var bytes: [UInt8]
         var posts: Int
@@ -73,7 +73,7 @@
     }
 
     /// The publisher thread's state; owned by that thread alone.
-    private struct _ClusterPublisher {
+    struct _ClusterPublisher {
         let core: _RelayCore
         var map: _SlotMap? {
             didSet {
@@ -249,214 +249,6 @@
             let up = map != nil && primaries.allSatisfy { nodes[$0] != nil }
             core.publisherConnected.store(up, ordering: .releasing)
             core.events.set(.publisher, up: up, reason: reason.isEmpty ? "no cluster node answers" : reason)
-        }
-
-        /// Sends each message of the batch to its channel's owner; messages whose owner has no
-        /// connection are dropped as disconnected, or in history mode put back in the outbox.
-        mutating func route(_ batch: [_Outgoing], _ counts: [Int], now: ContinuousClock.Instant) {
-            var perNode: [_Address: (batch: [_Outgoing], counts: [Int])] = [:]
-            var start = 0
-            var unroutable = 0
-            var held: [_Outgoing] = []
-            for count in counts {
-                let channel = batch[start].channel
-                let owner: _Address?
-                if let cached = owners[channel] {
-                    owner = cached
-                } else {
-                    owner = map?.owner(of: _ClusterSlot.of(channel))
-                    if let owner { owners[channel] = owner }
-                }
-                if let owner, nodes[owner] != nil {
-                    perNode[owner, default: ([], [])].batch.append(contentsOf: batch[start..<(start + count)])
-                    perNode[owner, default: ([], [])].counts.append(count)
-                } else if keepsCommands {
-                    held.append(contentsOf: batch[start..<(start + count)])
-                } else {
-                    // Never numbered, as the standalone publisher's posts made while disconnected:
-                    // counted here, not as a gap at the receivers.
-                    unroutable += count
-                }
-                start += count
-            }
-            core.drops.disconnected.add(unroutable, ordering: .relaxed)
-            if !held.isEmpty {
-                // Not numbered yet: they wait at the head of the queue, in order, for their primary.
-                core.outbox.withLock { $0.putBack(held) }
-                holdUntil = now + .milliseconds(100)
-                stale = true
-            }
-            for (address, work) in perNode {
-                let connection = nodes[address]!.connection
-                // History mode: each command's bytes are kept, with its slot, to be sent again.
-                var slots: [Int] = []
-                if keepsCommands {
-                    var start = 0
-                    for count in work.counts {
-                        slots.append(_ClusterSlot.of(work.batch[start].channel))
-                        start += count
-                    }
-                }
-                var kept: [_Kept] = []
-                var mark = connection.pendingOutputCount
-                connection.appendPublishes(
-                    work.batch, counts: work.counts, signer: core.signer, sharded: true,
-                    historyLength: core.options.historyLength,
-                    command: { posts in
-                        guard !slots.isEmpty else { return }
-                        kept.append(
-                            _Kept(slot: slots[kept.count], bytes: connection.pendingOutput(from: mark), posts: posts))
-                        mark = connection.pendingOutputCount
-                    },
-                    sequence: { channel, posts in
-                        let first = sequences[channel, default: 0]
-                        sequences[channel] = first &+ UInt64(posts)
-                        return first
-                    })
-                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
-                for count in work.counts { nodes[address]!.inFlight.push(count) }
-                if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
-                nodes[address]!.lastSent = now
-                if !connection.flush() { fail(address, "the connection failed while sending") }
-            }
-        }
-
-        /// Reads the replies one node sent.
-        mutating func read(_ address: _Address, now: ContinuousClock.Instant) {
-            guard var node = nodes[address] else { return }
-            var published = 0
-            var refused = 0
-            var unexpected = false
-            var replies = 0
-            var refusal: String?
-            var redirected: [_Redirect] = []
-            var again: [(kept: _Kept, redirect: _Redirect?)] = []
-            var waited = false
-            let keeps = keepsCommands
-            let open = node.connection.readPublishReplies { error in
-                guard let posts = node.inFlight.pop() else {
-                    unexpected = true
-                    return
-                }
-                let kept = keeps && !node.sent.isEmpty ? node.sent.removeFirst() : nil
-                replies += 1
-                if let error {
-                    if let redirect = _Redirect(error) {
-                        redirected.append(redirect)
-                        if var kept, kept.attempts < 5 {
-                            kept.attempts += 1
-                            again.append((kept, redirect))
-                            return
-                        }
-                    } else if var kept, _ClusterHistoryPlan.isTransient(error), kept.waits < 300 {
-                        kept.waits += 1
-                        again.append((kept, nil))
-                        waited = true
-                        return
-                    } else {
-                        refusal = refusal ?? error
-                    }
-                    refused += posts
-                } else {
-                    published += posts
-                }
-            }
-            if !again.isEmpty {
-                retries += again
-                draining.insert(address)
-            }
-            if waited {
-                // The cluster is down until a replica took over: ask for the map again, and wait.
-                retryNotBefore = now + .milliseconds(100)
-                stale = true
-            }
-            if let refusal, !node.refusalReported {
-                node.refusalReported = true
-                core.events.emit(.permissionDenied(refusal))
-            }
-            if replies > 0 { node.progress = now }
-            if !redirected.isEmpty {
-                // Bounded: every command in flight on a moved slot may answer one.
-                redirects = Array((redirects + redirected).suffix(256))
-                stale = true
-            }
-            core.published.add(published, ordering: .relaxed)
-            core.drops.refused.add(refused, ordering: .relaxed)
-            nodes[address] = node
-            if !open {
-                fail(address, "the server closed the connection")
-            } else if unexpected {
-                fail(address, "the server sent a reply nobody asked for")
-            }
-        }
-
-        /// Sends the redirected commands again, in the order their replies came: to the node an
-        /// `-ASK` names (after `ASKING`), or to the slot's owner in the map read since a `-MOVED`,
-        /// `CLUSTERDOWN` or `TRYAGAIN`.
-        /// One whose node has no connection is refused.
-        mutating func resend(now: ContinuousClock.Instant) {
-            let pending = retries
-            retries = []
-            var touched: Set<_Address> = []
-            for (kept, redirect) in pending {
-                let asking = redirect?.asking == true ? redirect?.node : nil
-                guard let target = asking ?? map?.owner(of: kept.slot), let connection = nodes[target]?.connection
-                else {
-                    if keepsCommands && asking == nil && kept.waits < 300 {
-                        // Its primary has no connection (yet): wait for the map and try again.
-                        var kept = kept
-                        kept.waits += 1
-                        retries.append((kept, nil))
-                        retryNotBefore = now + .milliseconds(100)
-                        stale = true
-                    } else if kept.lostConnection {
-                        core.drops.unacknowledged.add(kept.posts, ordering: .relaxed)
-                    } else {
-                        core.drops.refused.add(kept.posts, ordering: .relaxed)
-                    }
-                    continue
-                }
-                if nodes[target]!.inFlight.commands == 0 { nodes[target]!.progress = now }
-                if asking != nil {
-                    connection.append(["ASKING"])
-                    nodes[target]!.inFlight.push(0)
-                    nodes[target]!.sent.append(nil)
-                }
-                connection.appendFormatted(kept.bytes)
-                nodes[target]!.inFlight.push(kept.posts)
-                nodes[target]!.sent.append(kept)
-                nodes[target]!.lastSent = now
-                touched.insert(target)
-            }
-            for address in touched where nodes[address] != nil {
-                if !nodes[address]!.connection.flush() { fail(address, "the connection failed while sending") }
-            }
-        }
-
-        /// Gives a node's connection up: its posts in flight are unacknowledged, the map is read
-        /// again (a replica may take over), and the loss is announced naming the node.
-        mutating func fail(_ address: _Address, _ reason: String) {
-            forget(address, keep: keepsCommands && !core.stopping.load(ordering: .acquiring))
-            needsConnect = true
-            retryAt[address] = ContinuousClock.now + _jittered(delay)
-            stale = true
-            announce(reason: "\(address): \(reason)")
-        }
-
-        /// Drops a node's connection, counting its posts in flight unacknowledged; with `keep`
-        /// (history mode), its commands in flight are sent again instead (see `resend`), before any
-        /// new message.
-        mutating func forget(_ address: _Address, keep: Bool = false) {
-            guard let node = nodes.removeValue(forKey: address) else { return }
-            guard keep else {
-                core.drops.unacknowledged.add(node.inFlight.posts, ordering: .relaxed)
-                return
-            }
-            for case var kept? in node.sent {
-                kept.lostConnection = true
-                retries.append((kept, nil))
-            }
-            retryNotBefore = ContinuousClock.now + .milliseconds(100)
         }
     }
 #endif
