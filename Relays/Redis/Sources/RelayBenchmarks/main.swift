@@ -18,46 +18,13 @@
 // rate (the relay is not saturated), each carrying its send time (a monotonic clock shared by the
 // processes); p50/p99 of receipt minus send. The receiver checks it got every post, so that no
 // work is optimised away and no drop goes unseen.
+//
+// This file reads the options and runs the sending process; its phases are in SendingPhases.swift,
+// redis-benchmark's side in RedisBenchmark.swift, the receiving process in ReceivingProcess.swift
+// and what they share in Support.swift.
 import Foundation
 import Subscriptions
 import SubscriptionsRedis
-
-struct Tick: Codable, Sendable {
-    var seq: Int
-    var sent: UInt64
-}
-
-extension Topic where Payload == Tick {
-    static let tick = Topic("bench.tick")
-}
-
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("RelayBenchmarks: \(message)\n".utf8))
-    exit(1)
-}
-
-func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-
-func percentile(_ sorted: [UInt64], _ p: Double) -> UInt64 {
-    sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-}
-
-func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-
-/// CPU time this process has used (all threads, user and system), in microseconds: unlike rates,
-/// hardly affected by other load on the machine.
-func cpuMicros() -> Double {
-    var usage = rusage()
-    #if os(Linux)
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-    #else
-        getrusage(RUSAGE_SELF, &usage)
-    #endif
-    let user = Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec)
-    return user + Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec)
-}
 
 let arguments = CommandLine.arguments
 func option(_ name: String) -> String? {
@@ -81,100 +48,7 @@ if arguments.contains("--codec") { codecComparison(quick: quick) }
 
 // MARK: Receiving process
 
-/// Collects ticks until a `bench.done` post arrives (sent after the last tick on the same
-/// connection), then prints what it received. In history mode each name is a stream of its own, so
-/// `bench.done` (its flag `phase/count`) may overtake the last ticks: the report then waits for
-/// `count` posts.
-final class Receiver: @unchecked Sendable {
-    // @unchecked: every member is touched only on the relay's subscriber thread (immediate
-    // handlers of received posts).
-    var received = 0
-    var lastReceipt: UInt64 = 0
-    var latencies: [UInt64] = []
-    var inOrder = true
-    /// History mode: the phase whose `bench.done` came before its last posts, and their count.
-    var awaited: (phase: String, count: Int)?
-
-    func take(_ tick: Tick) {
-        let at = now()
-        if tick.seq != received { inOrder = false }
-        received += 1
-        lastReceipt = at
-        latencies.append(at &- tick.sent)
-        reportIfAwaited()
-    }
-
-    /// A plain post whose flag is its sequence number: no payload codec either way.
-    func take(flag: String) {
-        let at = now()
-        if Int(flag) != received { inOrder = false }
-        received += 1
-        lastReceipt = at
-        reportIfAwaited()
-    }
-
-    private func reportIfAwaited() {
-        guard let awaited, received >= awaited.count else { return }
-        self.awaited = nil
-        report(awaited.phase)
-    }
-
-    /// `flag` is `phase/count`: reports now, or (history mode) once `count` posts arrived.
-    func done(_ flag: String) {
-        let parts = flag.split(separator: "/")
-        let phase = String(parts.first ?? "")
-        let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-        if historyLength > 0 && received < count {
-            awaited = (phase, count)
-        } else {
-            report(phase)
-        }
-    }
-
-    func report(_ phase: String) {
-        latencies.sort()
-        say(
-            "\(phase) received=\(received) inOrder=\(inOrder) last=\(lastReceipt) cpu=\(UInt64(cpuMicros())) "
-                + "p50=\(percentile(latencies, 0.5)) p99=\(percentile(latencies, 0.99)) max=\(latencies.last ?? 0)")
-        received = 0
-        latencies.removeAll(keepingCapacity: true)
-        inOrder = true
-    }
-}
-
-if arguments.contains("--receive") {
-    let center = PostCenter()
-    let relay: RedisRelay
-    do {
-        var options = RedisRelay.Options(signingKey: signingKey)
-        options.historyLength = historyLength
-        relay = try RedisRelay(
-            center: center, host: "127.0.0.1", port: port, channelPrefix: prefix, options: options)
-    } catch {
-        fail("\(error)")
-    }
-    let receiver = Receiver()
-    let finished = DispatchSemaphore(value: 0)
-    let tokens = [
-        relay.relay(.tick), relay.relay("bench.done"), relay.relay("bench.flag"),
-        center.subscribe(.tick) { receiver.take($0) },
-        center.subscribe("bench.flag") { receiver.take(flag: $0.flag) },
-        center.subscribe("bench.done") { post in
-            if post.flag == "exit" { finished.signal() } else { receiver.done(post.flag) }
-        },
-    ]
-    guard relay.waitUntilReady(timeout: .seconds(10)) else { fail("receiver: subscriptions not confirmed") }
-    // Standard input is a pipe from the sending process: end of file means it is gone, and so
-    // must this process be (no orphan left behind by a failed or interrupted run).
-    Thread.detachNewThread {
-        _ = FileHandle.standardInput.readDataToEndOfFile()
-        exit(0)
-    }
-    say("ready")
-    finished.wait()
-    withExtendedLifetime(tokens) {}
-    exit(0)
-}
+if arguments.contains("--receive") { runReceivingProcess() }
 
 // MARK: Sending process
 
@@ -205,179 +79,7 @@ let childInput = Pipe()  // never written: closes when this process ends, which 
 child.standardInput = childInput
 do { try child.run() } catch { fail("cannot start the receiving process: \(error)") }
 
-/// The next line the receiving process prints (a few short lines in all: read byte by byte).
-func nextLine() -> String {
-    var bytes: [UInt8] = []
-    while true {
-        guard let byte = childOutput.fileHandleForReading.readData(ofLength: 1).first else {
-            fail("the receiving process ended")
-        }
-        if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
-        bytes.append(byte)
-    }
-}
-
-func field(_ line: String, _ name: String) -> UInt64 {
-    for part in line.split(separator: " ") where part.hasPrefix(name + "=") {
-        return UInt64(part.dropFirst(name.count + 1)) ?? 0
-    }
-    return 0
-}
-
 guard nextLine() == "ready" else { fail("the receiving process did not start") }
-
-/// Waits until every post so far was acknowledged or dropped, then asks the receiver to report.
-func finishPhase(_ phase: String, posted: Int, before: (published: Int, dropped: Int)) -> String {
-    while relay.publishedPosts + relay.droppedPosts - before.published - before.dropped < posted {
-        Thread.sleep(forTimeInterval: 0.0005)
-    }
-    center.post("bench.done", flag: "\(phase)/\(posted)")
-    let line = nextLine()
-    let received = Int(field(line, "received"))
-    if received != posted || !line.contains("inOrder=true") {
-        fail("\(phase): the receiver got \(received) of \(posted) posts (\(line))")
-    }
-    return line
-}
-
-/// CPU microseconds per post of each kind, in the sending and in the receiving process.
-/// `nonisolated(unsafe)`: only the main thread of the sending process touches these.
-nonisolated(unsafe) var senderCost: [String: [Double]] = [:]
-nonisolated(unsafe) var receiverCost: [String: [Double]] = [:]
-nonisolated(unsafe) var receiverCPU: UInt64 = 0
-
-func cost(_ kind: String, count: Int, senderCPU: Double, _ line: String) {
-    let cpu = field(line, "cpu")
-    defer { receiverCPU = cpu }
-    guard receiverCPU != 0 else { return }  // the warm-up, or no earlier report to subtract
-    senderCost[kind, default: []].append(senderCPU / Double(count))
-    receiverCost[kind, default: []].append(Double(cpu - receiverCPU) / Double(count))
-}
-
-/// Posts `count` ticks as fast as possible; posts per second from the first post to the last
-/// receipt, and of the posting loop alone (encoding and queueing on the posting thread).
-func relayThroughput(count: Int) -> (endToEnd: Double, posting: Double) {
-    let before = (relay.publishedPosts, relay.droppedPosts)
-    let cpu = cpuMicros()
-    let start = now()
-    for seq in 0..<count { center.post(.tick, Tick(seq: seq, sent: now())) }
-    let posted = now()
-    let line = finishPhase("throughput", posted: count, before: before)
-    cost("typed", count: count, senderCPU: cpuMicros() - cpu, line)
-    return (Double(count) / (Double(field(line, "last") - start) / 1e9), Double(count) / (Double(posted - start) / 1e9))
-}
-
-/// Posts `count` plain posts (flag only) as fast as possible: the relay's own cost, without a payload codec.
-func plainThroughput(count: Int) -> Double {
-    let before = (relay.publishedPosts, relay.droppedPosts)
-    let flags = (0..<count).map(String.init)
-    let cpu = cpuMicros()
-    let start = now()
-    for flag in flags { center.post("bench.flag", flag: flag) }
-    let line = finishPhase("plain", posted: count, before: before)
-    cost("plain", count: count, senderCPU: cpuMicros() - cpu, line)
-    return Double(count) / (Double(field(line, "last") - start) / 1e9)
-}
-
-/// Posts `count` ticks at `rate` per second (at most: sleeping is coarse); one-way latency p50
-/// and p99 in microseconds.
-func relayLatency(count: Int, rate: Double) -> (p50: Double, p99: Double) {
-    let before = (relay.publishedPosts, relay.droppedPosts)
-    let interval = UInt64(1e9 / rate)
-    let start = now()
-    for seq in 0..<count {
-        // Sleep, not spin, until the post is due: on a small machine a spinning sender takes
-        // the core that the relay's threads and Redis need, and measures its own interference.
-        let due = start + UInt64(seq) * interval
-        let current = now()
-        if current < due { Thread.sleep(forTimeInterval: Double(due - current) / 1e9) }
-        center.post(.tick, Tick(seq: seq, sent: now()))
-    }
-    let line = finishPhase("latency", posted: count, before: before)
-    receiverCPU = field(line, "cpu")
-    return (Double(field(line, "p50")) / 1000, Double(field(line, "p99")) / 1000)
-}
-
-/// redis-benchmark's PUBLISH on the same server: one connection, the same pipelining and message
-/// size. With `subscriber: false` on a channel nobody subscribes to (what `-t publish` measures,
-/// which redis-benchmark has from Redis 7.2 on; the explicit command works with older ones too): the
-/// server only counts receivers, so this is an upper bound no relay can reach. With `subscriber:
-/// true`, a `redis-cli` subscribed to the channel (output discarded) receives every message, as the
-/// relay's receiving process does. Requests per second.
-func redisBenchmark(count: Int, size: Int, subscriber: Bool) -> Double {
-    let channel = prefix + (subscriber ? "redis-benchmark-subscribed" : "redis-benchmark")
-    var listener: Process?
-    if subscriber {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["redis-cli", "-h", "127.0.0.1", "-p", "\(port)", "subscribe", channel]
-        let output = Pipe()
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        process.standardInput = output
-        do { try process.run() } catch { fail("cannot run redis-cli: \(error)") }
-        listener = process
-        // Until the server counts the subscriber (PUBSUB NUMSUB), so that every message reaches it.
-        var subscribed = false
-        for _ in 0..<100 where !subscribed {
-            subscribed = redisCLI(["pubsub", "numsub", channel]).split(separator: "\n").last == "1"
-            if !subscribed { Thread.sleep(forTimeInterval: 0.02) }
-        }
-        if !subscribed { fail("redis-cli did not subscribe to \(channel)") }
-    }
-    defer {
-        if let listener {
-            listener.terminate()
-            listener.waitUntilExit()
-        }
-    }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    let payload = String(repeating: "x", count: size)
-    // History mode: what the relay's publisher sends instead (a stream nobody reads: an upper bound).
-    let command =
-        historyLength > 0
-        ? ["XADD", channel, "MAXLEN", "~", "\(historyLength)", "*", "m", payload] : ["PUBLISH", channel, payload]
-    process.arguments =
-        [
-            ProcessInfo.processInfo.environment["REDIS_BENCHMARK"] ?? "redis-benchmark", "-h", "127.0.0.1", "-p",
-            "\(port)", "-n", "\(count)", "-c", "1", "-P", "\(pipeline)", "--csv",
-        ] + command
-    let output = Pipe()
-    process.standardOutput = output
-    do { try process.run() } catch { fail("cannot run redis-benchmark: \(error)") }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    for line in text.split(separator: "\n") where line.hasPrefix("\"\(command[0])") {
-        let columns = line.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-        if columns.count > 1, let rate = Double(columns[1]) { return rate }
-    }
-    fail("unexpected redis-benchmark output: \(text)")
-}
-
-/// `redis-cli`'s output for one command.
-func redisCLI(_ command: [String]) -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["redis-cli", "-h", "127.0.0.1", "-p", "\(port)"] + command
-    let output = Pipe()
-    process.standardOutput = output
-    do { try process.run() } catch { fail("cannot run redis-cli: \(error)") }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
-/// The size of the relay's message for a typed tick: the 20-byte header (magic, origin, kind)
-/// and the payload in the relay's binary format (a keyed container: per field a length-prefixed
-/// key and a tagged LEB128 integer; see `_Codec` in SubscriptionsRedis).
-func relayMessageSize(_ tick: Tick) -> Int {
-    func leb(_ value: UInt64) -> Int { max(1, (64 - value.leadingZeroBitCount + 6) / 7) }
-    let seq = UInt64(bitPattern: Int64(tick.seq) << 1 ^ Int64(tick.seq) >> 63)
-    // Header (magic, origin, sequence number) and kind: 28 bytes; a signature adds 32.
-    let body = 1 + (1 + "seq".utf8.count) + 1 + leb(seq) + (1 + "sent".utf8.count) + 1 + leb(tick.sent) + 1
-    return 28 + (signs ? 32 : 0) + body
-}
 
 let repetitions = quick ? 3 : 7
 let throughputCount = quick ? 100_000 : 500_000
@@ -410,7 +112,6 @@ withExtendedLifetime(childInput) {}
 
 let relayRate = median(relayRates)
 let redisRate = median(redisRates)
-func rate(_ value: Double) -> String { String(format: "%9.0f", value) }
 say(
     "RelayBenchmarks (\(quick ? "quick" : "full"), medians of \(repetitions); pipelining \(pipeline), ~\(messageSize)-byte messages"
         + (signs ? ", signed" : "") + (historyLength > 0 ? ", history \(historyLength): XADD)" : ")")
