@@ -129,7 +129,9 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
     @inline(never)
     func publishHint(_ hint: UInt) {
         words[SUBSCRIPTIONS_RECORD_ROUTE_HINT].store(hint, ordering: .releasing)
-        if let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: words[SUBSCRIPTIONS_RECORD_HINT_CELL].load(ordering: .relaxed)) {
+        if let cell = UnsafeMutablePointer<Atomic<UInt>>(
+            bitPattern: words[SUBSCRIPTIONS_RECORD_HINT_CELL].load(ordering: .relaxed))
+        {
             cell.pointee.store(hint, ordering: .releasing)
         }
     }
