@@ -1,5 +1,6 @@
-# Sourced by Scripts/relay-check.sh and Scripts/mutation-check.sh --relay (not run on its own):
-# what the relay's tests need on a Debian machine, and a throwaway redis-server on loopback.
+# Sourced by Scripts/relay-check.sh (not run on its own): what the relay's tests need on a Debian
+# machine, and a throwaway redis-server on loopback. Scripts/mutation-check.py --relay runs its
+# redis_dependencies and starts its server the same way as redis_server_start, in Python.
 #
 #   redis_dependencies    installs redis-server, redis-tools, pkg-config, libhiredis-dev, libssl-dev
 #                         and openssl when missing (apt-get, non-interactive; sudo when not root)
