@@ -80,12 +80,42 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         cancel(token, wait: false)
     }
 
+    /// The phases of DESIGN.md's "Cancel", in its order: the locked section, the drop that parks
+    /// its entry for a batch, the heavy fence that finds the entry's holders, then release,
+    /// orphaning or the wait.
     private func cancel(_ token: Subscription, wait: Bool) {
+        // Claimed before the lock, as every canceller's record is: `onlyThread` below counts it.
         let me = _ThreadRecord.current
+        guard let entry = lockedCancel(token, reclaimAll: wait) else { return }
+        let bits = _SlotBuffer.bits(of: entry)
+        let onlyThread = _ThreadRecord.onlyThread
+        if !wait && parkIfNoCallIsSeen(entry, bits, onlyThread: onlyThread) { return }
+        let (mine, others) = fenceAndFindHolders(bits, me, settlingParked: wait, onlyThread: onlyThread)
+        if others == 0 && !mine {
+            entry.releaseHandler()
+            return
+        }
+        // Inside the handler itself, or a deinit: never wait.
+        if mine || !wait {
+            _Orphans.add(entry)
+            return
+        }
+        if waitForHolders(of: bits, me) {
+            // Released here, outside the lock and after the wait.
+            entry.releaseHandler()
+        } else {
+            _Orphans.add(entry)
+        }
+    }
+
+    /// "lock { … }": reclaims what the stripe and the route retired (every buffer for a
+    /// `cancel()`, a pile for a drop), takes the entry from the token, marks it cancelled and
+    /// zeroes its slots. Returns the entry, or `nil` when the token was cancelled already.
+    private func lockedCancel(_ token: Subscription, reclaimAll: Bool) -> _Entry? {
         var released: [_Route] = []
         let found = stripe.mutex.withLock { state -> _Entry? in
             released = stripe.lockedReclaim(&state)
-            if wait { lockedReclaim() } else { lockedReclaimIfPiledUp() }
+            if reclaimAll { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
             // Relaxed: every path below runs a full fence before it reads a record (a heavy
@@ -96,23 +126,37 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             return entry
         }
         withExtendedLifetime(released) {}
-        guard let entry = found else { return }
-        let bits = _SlotBuffer.bits(of: entry)
-        let onlyThread = _ThreadRecord.onlyThread
+        return found
+    }
+
+    /// A token's drop that sees no call of `entry` under way (no fence: `false` may miss one,
+    /// which the batch's fence then catches) parks it in the batch of dropped entries and returns
+    /// `true`. Only in the asymmetric form with other threads alive: elsewhere the heavy fence is
+    /// a plain full fence, with nothing to save.
+    private func parkIfNoCallIsSeen(_ entry: _Entry, _ bits: UInt, onlyThread: Bool) -> Bool {
         let routeBits = _routeBits
-        if !wait && !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits, on: routeBits) {
+        if !onlyThread && !_Fence.symmetric && !_ThreadRecord.anyVisiblyCalls(bits, on: routeBits) {
             // A drop that sees no call under way: one heavy fence later serves a whole batch.
-            // (In the symmetric mode the heavy fence is a plain full fence: nothing to save.)
             _Retirements.retire(entry)
-            return
+            return true
         }
+        return false
+    }
+
+    /// "HEAVY FENCE { … }": after it, a post that has not published `bits` yet reads the zeroed
+    /// slot (or the cancelled state), and every call of the entry that may still run is visible.
+    /// Returns whether the calling thread (`me`) calls it (`mine`) and how many other records do. With
+    /// `settlingParked` (a `cancel()`), the dropped tokens parked so far are sorted out under the
+    /// same fence, and their captures go on a settling job.
+    private func fenceAndFindHolders(
+        _ bits: UInt, _ me: _ThreadRecord, settlingParked: Bool, onlyThread: Bool
+    ) -> (mine: Bool, others: Int) {
+        let routeBits = _routeBits
         // Dropped tokens parked before this point are settled by the same fence.
-        var parked = wait ? _Retirements.take() : []
+        var parked = settlingParked ? _Retirements.take() : []
         var settled: _Retirements.Settled?
         var mine = false
         var others = 0
-        // After this fence, a post that has not published `bits` yet reads the zeroed slot (or
-        // the cancelled state), and every call of the entry that may still run is visible.
         _Fence.heavy(onlyThread: onlyThread) {
             if !parked.isEmpty { settled = _Retirements.sortOut(&parked, onlyThread: onlyThread) }
             _ThreadRecord.visitHinted(routeBits, onlyThread: onlyThread) { r in
@@ -124,15 +168,13 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         // The parked entries' captures go on a settling job, never on this thread: an unrelated
         // cancel must not run (and wait for) what another token's captures do in their deinit.
         settled?.finishOnJob()
-        if others == 0 && !mine {
-            entry.releaseHandler()
-            return
-        }
-        // Inside the handler itself, or a deinit: never wait.
-        if mine || !wait {
-            _Orphans.add(entry)
-            return
-        }
+        return (mine, others)
+    }
+
+    /// "for each other holder H": waits until no other thread calls the entry `bits`, publishing
+    /// each wait (`beginWait`) for the cycle check. Returns `false`, at once, when waiting would
+    /// close a cycle of waits (the caller then orphans the entry).
+    private func waitForHolders(of bits: UInt, _ me: _ThreadRecord) -> Bool {
         var cycle = false
         // Inside `visitAll`'s scan section: `r`, and every record a `waitingFor` link names, stay
         // mapped while we wait and follow links.
@@ -152,12 +194,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             }
             me.endWait()
         }
-        if cycle {
-            _Orphans.add(entry)
-        } else {
-            // Released here, outside the lock and after the wait.
-            entry.releaseHandler()
-        }
+        return !cycle
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {
