@@ -176,7 +176,7 @@ extension PostCenter {
     func _pacedEntry<Payload>(
         _ executor: _Executor, _ pacing: Pacing, observer: AnyObject?, sender: AnyObject?,
         invoke: @escaping (AnyObject?, Payload) throws -> Bool
-    ) -> _Entry {
+    ) -> _PacedEntry<Payload> {
         let queue: DispatchQueue
         switch executor {
         case .queue(let target): queue = target

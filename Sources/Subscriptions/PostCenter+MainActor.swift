@@ -35,7 +35,7 @@ extension PostCenter {
         handler: @escaping @MainActor (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
+        return _add(entry, to: _NameKey(name), fileID, line, priority)
     }
 
     /// Subscribes a `@MainActor` handler to the posts of `topic`.
@@ -65,7 +65,7 @@ extension PostCenter {
         handler: @escaping @MainActor (Payload) throws -> Void
     ) -> Subscription {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 
     /// Registers a `@MainActor` observer's method for `name`, holding the observer weakly; the
@@ -96,8 +96,8 @@ extension PostCenter {
         priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         selector: @escaping @MainActor (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), replay: replay, selector)
+        return _add(entry, to: _NameKey(name), fileID, line, priority)
     }
 
     /// Registers a `@MainActor` observer's method for `topic`, holding the observer weakly.
@@ -123,7 +123,7 @@ extension PostCenter {
         priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
-        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        let entry = _mainActorObserverEntry(observer, pacing: delivery._pacing(), replay: replay, selector)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 }

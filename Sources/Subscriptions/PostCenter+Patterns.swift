@@ -65,7 +65,7 @@ extension PostCenter {
         let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once) { (post: _NamedPost) in
             try handler(post.name, post.post)
         }
-        return _addPattern(entry, pattern, key, replay: replay, fileID, line, priority)
+        return _addPattern(entry, pattern, key, fileID, line, priority)
     }
 
     /// Subscribes a `@MainActor` `handler` to the posts of every name that `pattern` matches.
@@ -98,7 +98,7 @@ extension PostCenter {
         let entry = _mainActorHandlerEntry(delivery, sender: sender, replay: replay, once: once) {
             @MainActor (post: _NamedPost) in try handler(post.name, post.post)
         }
-        return _addPattern(entry, pattern, key, replay: replay, fileID, line, priority)
+        return _addPattern(entry, pattern, key, fileID, line, priority)
     }
 
     /// Subscribes `handler`, isolated to `actor`, to the posts of every name that `pattern`

@@ -45,8 +45,8 @@ extension PostCenter {
         priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         selector: @escaping (Observer) -> (PostObject) throws -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), replay: replay, selector)
+        return _add(entry, to: _NameKey(name), fileID, line, priority)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, on the posting thread;
@@ -75,8 +75,8 @@ extension PostCenter {
         replay: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, .immediate, selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        let entry = _observerEntry(observer, .immediate, replay: replay, selector)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 
     /// Registers `observer` for `topic`, selector style, holding it weakly, with any
@@ -103,7 +103,7 @@ extension PostCenter {
         priority: Int = 0, fileID: String = #fileID, line: Int = #line,
         selector: @escaping (Observer) -> (Payload) throws -> Void
     ) -> Subscription {
-        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), selector)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        let entry = _observerEntry(observer, delivery._executor, pacing: delivery._pacing(), replay: replay, selector)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 }

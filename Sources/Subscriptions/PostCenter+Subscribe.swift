@@ -65,7 +65,7 @@ extension PostCenter {
         handler: @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
         let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, PostObject.self, to: _NameKey(name), replay: replay, fileID, line, priority)
+        return _add(entry, to: _NameKey(name), fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, on the
@@ -107,7 +107,7 @@ extension PostCenter {
         handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 
     /// Subscribes `handler` to the posts of `topic`'s name whose payload is a `Payload`, with any
@@ -141,6 +141,6 @@ extension PostCenter {
         handler: @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
         let entry = _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
-        return _add(entry, Payload.self, to: topic._key, replay: replay, fileID, line, priority)
+        return _add(entry, to: topic._key, fileID, line, priority)
     }
 }

@@ -1,5 +1,6 @@
 // Entry construction: every public `subscribe`, `register` and `posts` method turns its options
-// into one `_Entry` here, and the public files only choose the factory. The cheapest entry that
+// into one `_Entry` here (a `_NewEntry`, which also says how it joins its name: live, or after the
+// name's retained post), and the public files only choose the factory. The cheapest entry that
 // honours the options is picked, because a post's cost depends on the entry's class:
 // - `_Handler` / `_EnvelopeHandler` / `_MainHandler`: no option, called directly by the post;
 // - `_PacedEntry`: coalesced, throttled or debounced;
@@ -12,19 +13,21 @@ extension PostCenter {
     func _handlerEntry<Payload>(
         _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool,
         _ handler: @escaping (Payload) throws -> Void
-    ) -> _Entry {
+    ) -> _NewEntry<Payload> {
         let executor = delivery._executor
         let pacing = once ? nil : delivery._pacing()
-        if replay && pacing == nil { return _replayableEntry(executor, once: once, sender: sender, handler) }
-        return _makeEntry(executor, once: once, sender: sender, pacing: pacing, handler)
+        if replay && pacing == nil {
+            return .replaying(_replayableEntry(executor, once: once, sender: sender, handler))
+        }
+        return _makeEntry(executor, once: once, sender: sender, pacing: pacing, replay: replay, handler)
     }
 
     /// `_handlerEntry` for envelopes: the direct-call `_EnvelopeHandler` when there is no option.
     func _envelopeEntry(
         _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool,
         _ handler: @escaping (PostObject) throws -> Void
-    ) -> _Entry {
-        if case .immediate = delivery, sender == nil, !replay, !once { return _EnvelopeHandler(handler) }
+    ) -> _NewEntry<PostObject> {
+        if case .immediate = delivery, sender == nil, !replay, !once { return .live(_EnvelopeHandler(handler)) }
         return _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
     }
 
@@ -33,49 +36,58 @@ extension PostCenter {
     func _mainActorHandlerEntry<Payload>(
         _ delivery: MainActorDelivery, sender: AnyObject?, replay: Bool, once: Bool,
         _ handler: @escaping @MainActor (Payload) throws -> Void
-    ) -> _Entry {
+    ) -> _NewEntry<Payload> {
         let pacing = once ? nil : delivery._pacing()
-        if pacing == nil, sender == nil, !replay, !once { return _mainHandler(handler) }
-        return _mainActorEntry(once: once, sender: sender, pacing: pacing, handler)
+        if pacing == nil, sender == nil, !replay, !once { return .live(_mainHandler(handler)) }
+        return _mainActorEntry(once: once, sender: sender, pacing: pacing, replay: replay, handler)
     }
 
-    /// The entry for a plain handler: the direct-call `_Handler` when there is no option.
+    /// The entry for a plain handler: the direct-call `_Handler` when there is no option. Only
+    /// a paced entry replays from here (`replay` is ignored otherwise: `_handlerEntry` builds the
+    /// others that replay).
     func _makeEntry<Payload>(
         _ executor: _Executor, once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
-        _ handler: @escaping (Payload) throws -> Void
-    ) -> _Entry {
+        replay: Bool = false, _ handler: @escaping (Payload) throws -> Void
+    ) -> _NewEntry<Payload> {
         if let pacing, !once {
-            return _pacedEntry(executor, pacing, observer: nil, sender: sender) { (_, payload: Payload) in
+            let entry = _pacedEntry(executor, pacing, observer: nil, sender: sender) { (_, payload: Payload) in
                 try handler(payload)
                 return true
             }
+            return .paced(entry, replay: replay)
         }
-        if case .immediate = executor, !once, sender == nil { return _Handler(handler) }
-        if case .mainActor = executor, !once, sender == nil { return _MainHandler(handler, mailbox: _deliveries.main) }
-        return _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor))
-        {
-            _, payload in
-            try handler(payload)
-            return true
+        if case .immediate = executor, !once, sender == nil { return .live(_Handler(handler)) }
+        if case .mainActor = executor, !once, sender == nil {
+            return .live(_MainHandler(handler, mailbox: _deliveries.main))
         }
+        return .live(
+            _OptionsEntry(executor: executor, once: once, observer: nil, sender: sender, tracker: _tracker(executor)) {
+                _, payload in
+                try handler(payload)
+                return true
+            })
     }
 
     /// The entry for a selector registration: the entry holds the observer weakly and passes
     /// it, loaded, to the calling closure.
     func _observerEntry<Observer: AnyObject, Payload>(
-        _ observer: Observer, _ executor: _Executor, pacing: Pacing? = nil,
+        _ observer: Observer, _ executor: _Executor, pacing: Pacing? = nil, replay: Bool,
         _ selector: @escaping (Observer) -> (Payload) throws -> Void
-    ) -> _Entry {
+    ) -> _NewEntry<Payload> {
         let invoke: (AnyObject?, Payload) throws -> Bool = { target, payload in
             guard let target else { return false }
             try selector(unsafeDowncast(target, to: Observer.self))(payload)
             return true
         }
-        if let pacing { return _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke) }
+        if let pacing {
+            return .paced(
+                _pacedEntry(executor, pacing, observer: observer, sender: nil, invoke: invoke), replay: replay)
+        }
         // The tracker also for immediate delivery (which schedules nothing): it reports a dead
         // observer (`Diagnostic.subscriberGone`).
-        return _OptionsEntry(
+        let entry = _OptionsEntry(
             executor: executor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
+        return .options(entry, replay: replay)
     }
 
     /// The entry of a plain `@MainActor` handler: called directly by posts on the main actor.
@@ -87,33 +99,41 @@ extension PostCenter {
 
     /// The entry of a `@MainActor` handler with an option (one-shot, sender, pacing, replay).
     func _mainActorEntry<Payload>(
-        once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil,
+        once: Bool = false, sender: AnyObject? = nil, pacing: Pacing? = nil, replay: Bool,
         _ handler: @escaping @MainActor (Payload) throws -> Void
-    ) -> _Entry {
+    ) -> _NewEntry<Payload> {
         let invoke: (AnyObject?, Payload) throws -> Bool = { _, payload in
             let box = _UncheckedSendable(payload)
             try MainActor.assumeIsolated { try handler(box.value) }
             return true
         }
-        if let pacing, !once { return _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke) }
-        return _OptionsEntry<Payload>(
+        if let pacing, !once {
+            return .paced(
+                _pacedEntry(.mainActor, pacing, observer: nil, sender: sender, invoke: invoke), replay: replay)
+        }
+        let entry = _OptionsEntry<Payload>(
             executor: .mainActor, once: once, observer: nil, sender: sender, tracker: _deliveries, invoke: invoke)
+        return .options(entry, replay: replay)
     }
 
     /// The entry of a `@MainActor` observer's method: the observer is held weakly and loaded for
     /// each call.
     func _mainActorObserverEntry<Observer: AnyObject, Payload>(
-        _ observer: Observer, pacing: Pacing? = nil,
+        _ observer: Observer, pacing: Pacing? = nil, replay: Bool,
         _ selector: @escaping @MainActor (Observer) -> (Payload) throws -> Void
-    ) -> _Entry {
+    ) -> _NewEntry<Payload> {
         let invoke: (AnyObject?, Payload) throws -> Bool = { target, payload in
             guard let target else { return false }
             let box = _UncheckedSendable((unsafeDowncast(target, to: Observer.self), payload))
             try MainActor.assumeIsolated { try selector(box.value.0)(box.value.1) }
             return true
         }
-        if let pacing { return _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke) }
-        return _OptionsEntry<Payload>(
+        if let pacing {
+            return .paced(
+                _pacedEntry(.mainActor, pacing, observer: observer, sender: nil, invoke: invoke), replay: replay)
+        }
+        let entry = _OptionsEntry<Payload>(
             executor: .mainActor, once: false, observer: observer, sender: nil, tracker: _deliveries, invoke: invoke)
+        return .options(entry, replay: replay)
     }
 }

@@ -6,6 +6,29 @@ import Synchronization
 // are built in `EntryFactories.swift`; pattern subscriptions register in
 // `Delivery/Patterns/Patterns.swift`.
 
+/// A new entry and how it joins its name: the contract between the factories
+/// (`EntryFactories.swift`), which know the options, and `_add(_:to:_:_:_:)`, stated in types.
+/// A factory asked for `replay: true` builds an entry that can hand the retained post over, and
+/// says which hand-over it takes.
+enum _NewEntry<Payload> {
+    /// Joins with no retained post (`replay: false`): any entry class, the direct-call ones too.
+    case live(_Entry)
+    /// Joins after the name's retained post, handed over through `_Replay` (`_addReplaying`).
+    case replaying(_OptionsEntry<Payload>)
+    /// Joins with the name's retained post in its slot (`_addPacedReplaying`).
+    case pacedReplaying(_PacedEntry<Payload>)
+
+    /// `entry`, joining with the retained post when `replay` is set.
+    static func options(_ entry: _OptionsEntry<Payload>, replay: Bool) -> _NewEntry {
+        replay ? .replaying(entry) : .live(entry)
+    }
+
+    /// The paced `entry`, joining with the retained post when `replay` is set.
+    static func paced(_ entry: _PacedEntry<Payload>, replay: Bool) -> _NewEntry {
+        replay ? .pacedReplaying(entry) : .live(entry)
+    }
+}
+
 extension PostCenter {
     /// Registers `entry` under `key` and returns its token.
     func _add(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> Subscription {
@@ -53,17 +76,22 @@ extension PostCenter {
         return _add(entry, to: key, priority: priority)
     }
 
-    /// Records the call site in `entry`, then registers it under `key`, replaying the name's
-    /// retained post first when `replay` is set (`entry` is then an `_OptionsEntry<Payload>` or a
-    /// `_PacedEntry<Payload>`).
+    /// Records the call site in the new entry, then registers it under `key` the way the
+    /// factory that built it said: live, or replaying the name's retained post first (through
+    /// `_Replay`, or through a paced entry's slot).
     func _add<Payload>(
-        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
-        _ priority: Int = 0
+        _ new: _NewEntry<Payload>, to key: _NameKey, _ fileID: String, _ line: Int, _ priority: Int = 0
     ) -> Subscription {
-        guard replay else { return _add(entry, to: key, fileID, line, priority) }
-        entry.site = _CallSites.shared.intern(fileID, line)
-        if let paced = entry as? _PacedEntry<Payload> { return _addPacedReplaying(paced, to: key, priority) }
-        return _addReplaying(entry, type, to: key, priority)
+        switch new {
+        case .live(let entry):
+            return _add(entry, to: key, fileID, line, priority)
+        case .replaying(let entry):
+            entry.site = _CallSites.shared.intern(fileID, line)
+            return _addReplaying(entry, to: key, priority)
+        case .pacedReplaying(let entry):
+            entry.site = _CallSites.shared.intern(fileID, line)
+            return _addPacedReplaying(entry, to: key, priority)
+        }
     }
 
     /// Adds a paced `replay: true` subscription: the retained post (if it is a `Payload` and
@@ -97,9 +125,8 @@ extension PostCenter {
     /// Adds a `replay: true` subscription; see the comment at the top of `Retained.swift` for why
     /// this hand-over is exact.
     func _addReplaying<Payload>(
-        _ entry: _Entry, _ type: Payload.Type, to key: _NameKey, _ priority: Int
+        _ entry: _OptionsEntry<Payload>, to key: _NameKey, _ priority: Int
     ) -> Subscription {
-        let entry = unsafeDowncast(entry, to: _OptionsEntry<Payload>.self)
         entry.replay = _Replay()
         let (token, route, live, record) = _retained.withLock { table in
             let (token, route, live) = _insert(entry, to: key, priority: priority)

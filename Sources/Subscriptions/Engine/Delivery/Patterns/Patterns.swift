@@ -283,37 +283,56 @@ extension PostCenter {
 }
 
 extension PostCenter {
-    /// Records the call site in `entry` and registers it under the route of `pattern` (`key`),
-    /// replaying first, when `replay` is set, every retained post whose name `pattern` matches,
-    /// in the order they were retained (a paced entry: the newest of them, the one its pacing
-    /// would keep). The hand-over is that of a name (see `Retained.swift`), with the last
+    /// Records the call site in the new entry and registers it under the route of `pattern`
+    /// (`key`), replaying first, when the factory built it to replay, every retained post whose
+    /// name `pattern` matches, in the order they were retained (a paced entry: the newest of them,
+    /// the one its pacing would keep). The hand-over is that of a name (see `Retained.swift`), with the last
     /// version stored in the section as the replayed version: every retained post stored
     /// before the section was either replayed or replaced by one that was, and is dropped if
     /// its walk reaches the entry; every one stored after reaches it live.
     func _addPattern(
-        _ entry: _Entry, _ pattern: NamePattern, _ key: _NameKey, replay: Bool, _ fileID: String, _ line: Int,
+        _ new: _NewEntry<_NamedPost>, _ pattern: NamePattern, _ key: _NameKey, _ fileID: String, _ line: Int,
         _ priority: Int
     ) -> Subscription {
-        guard replay else { return _add(entry, to: key, fileID, line, priority) }
-        entry.site = _CallSites.shared.intern(fileID, line)
-        if let paced = entry as? _PacedEntry<_NamedPost> {
-            let (token, live, route, delay) = _retained.withLock { table in
-                paced.replayed = table.lastVersion
-                var delay: UInt64?
-                let newest = table.matching(pattern).last { record in
-                    record.post.matches(filtered: paced.filtered, paced.sender)
-                }
-                if let newest, !paced.observed || paced.observer != nil {
-                    delay = paced.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope))
-                }
-                let (token, route, live) = _insert(paced, to: key, priority: priority)
-                return (token, live, route, delay)
-            }
-            _noteSubscriptionCount(key, live)
-            if let delay { paced.arm(delay, route) }
-            return token
+        switch new {
+        case .live(let entry):
+            return _add(entry, to: key, fileID, line, priority)
+        case .replaying(let entry):
+            entry.site = _CallSites.shared.intern(fileID, line)
+            return _addPatternReplaying(entry, pattern, key, priority)
+        case .pacedReplaying(let entry):
+            entry.site = _CallSites.shared.intern(fileID, line)
+            return _addPatternPacedReplaying(entry, pattern, key, priority)
         }
-        let options = unsafeDowncast(entry, to: _OptionsEntry<_NamedPost>.self)
+    }
+
+    /// `_addPattern` for a paced entry: the newest matching retained post is the first payload
+    /// its slot holds.
+    private func _addPatternPacedReplaying(
+        _ paced: _PacedEntry<_NamedPost>, _ pattern: NamePattern, _ key: _NameKey, _ priority: Int
+    ) -> Subscription {
+        let (token, live, route, delay) = _retained.withLock { table in
+            paced.replayed = table.lastVersion
+            var delay: UInt64?
+            let newest = table.matching(pattern).last { record in
+                record.post.matches(filtered: paced.filtered, paced.sender)
+            }
+            if let newest, !paced.observed || paced.observer != nil {
+                delay = paced.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope))
+            }
+            let (token, route, live) = _insert(paced, to: key, priority: priority)
+            return (token, live, route, delay)
+        }
+        _noteSubscriptionCount(key, live)
+        if let delay { paced.arm(delay, route) }
+        return token
+    }
+
+    /// `_addPattern` for an entry that replays through `_Replay`: every matching retained post,
+    /// oldest first.
+    private func _addPatternReplaying(
+        _ options: _OptionsEntry<_NamedPost>, _ pattern: NamePattern, _ key: _NameKey, _ priority: Int
+    ) -> Subscription {
         let replay = _Replay<_NamedPost>()
         options.replay = replay
         let (token, route, live, records, version) = _retained.withLock { table in
