@@ -32,19 +32,19 @@ final class _DeliveryTracker: @unchecked Sendable {
 
     private let state = _PlatformMutex(State())
     /// The center's main-actor deliveries posted off the main actor.
-    let main = _Mailbox(queue: .main)
+    let main = _QueueMailbox(queue: .main)
     /// The mailboxes of `.queue(q)` subscriptions, one per queue, held weakly (by their
     /// subscriptions and scheduled jobs), keyed by the queue's identity.
     private let queues = _PlatformMutex<(boxes: [ObjectIdentifier: _WeakMailbox], pruneAt: Int)>(([:], 16))
     /// Actor subscriptions whose mailbox is being drained: a doubly linked list through the
-    /// mailboxes themselves (`_DrainingMailbox.drainingNext` and `drainingPrevious`). Every link,
+    /// mailboxes themselves (`_DrainingEntry.drainingNext` and `drainingPrevious`). Every link,
     /// the head too, is unretained; the list holds exactly one retain of each member, taken by
     /// `register` and handed back by `unregister`. A subscription registers when its drain starts
     /// and unregisters when it ends, both under its mailbox's lock, so it is here exactly while
     /// it has deliveries pending, and at most once. Linking and unlinking cost a few stores and
     /// no allocation, hashing or reference counting: they happen on every burst of every actor
     /// subscription. Guarded by `drainingLock`.
-    @exclusivity(unchecked) private nonisolated(unsafe) var drainingHead: Unmanaged<_DrainingMailbox>?
+    @exclusivity(unchecked) private nonisolated(unsafe) var drainingHead: Unmanaged<_DrainingEntry>?
     /// A spin lock around the list (sections of a few stores); an atomic, so ThreadSanitizer sees it.
     private let drainingLock = Atomic<Bool>(false)
 
@@ -55,11 +55,11 @@ final class _DeliveryTracker: @unchecked Sendable {
     init() {}
 
     /// The center's mailbox for `queue`, made on first use. Subscriptions hold it strongly.
-    func mailbox(for queue: DispatchQueue) -> _Mailbox {
+    func mailbox(for queue: DispatchQueue) -> _QueueMailbox {
         queues.withLock { state in
             let key = ObjectIdentifier(queue)
             if let box = state.boxes[key]?.mailbox, box.queue === queue { return box }
-            let box = _Mailbox(queue: queue)
+            let box = _QueueMailbox(queue: queue)
             state.boxes[key] = _WeakMailbox(box)
             if state.boxes.count >= state.pruneAt {
                 state.boxes = state.boxes.filter { $0.value.mailbox != nil }
@@ -71,7 +71,7 @@ final class _DeliveryTracker: @unchecked Sendable {
 
     /// Notes that `mailbox` has deliveries pending (an actor subscription's drain starts). Called
     /// under the mailbox's lock, once per burst; the list takes a retain of the mailbox.
-    func register(_ mailbox: _DrainingMailbox) {
+    func register(_ mailbox: _DrainingEntry) {
         let member = Unmanaged.passRetained(mailbox)
         _spinLock(drainingLock)
         precondition(!isListed(mailbox), "an actor subscription registered twice as draining")
@@ -85,7 +85,7 @@ final class _DeliveryTracker: @unchecked Sendable {
     /// Notes that `mailbox` has no deliveries pending any more (its drain ended). Called under the
     /// mailbox's lock; returns the list's retain, to be released after the caller unlocked, or
     /// `nil` when the mailbox was not in the list.
-    func unregister(_ mailbox: _DrainingMailbox) -> Unmanaged<_DrainingMailbox>? {
+    func unregister(_ mailbox: _DrainingEntry) -> Unmanaged<_DrainingEntry>? {
         _spinLock(drainingLock)
         guard isListed(mailbox) else {
             _spinUnlock(drainingLock)
@@ -106,7 +106,7 @@ final class _DeliveryTracker: @unchecked Sendable {
 
     /// Whether `mailbox` is in the list: it has a predecessor, or it is the head. Under the lock.
     @inline(__always)
-    private func isListed(_ mailbox: _DrainingMailbox) -> Bool {
+    private func isListed(_ mailbox: _DrainingEntry) -> Bool {
         mailbox.drainingPrevious != nil || drainingHead?.toOpaque() == Unmanaged.passUnretained(mailbox).toOpaque()
     }
 
@@ -204,17 +204,17 @@ final class _DeliveryTracker: @unchecked Sendable {
 /// A weak reference to a queue's mailbox.
 struct _WeakMailbox: @unchecked Sendable {
     // @unchecked: only touched under the tracker's lock.
-    weak var mailbox: _Mailbox?
-    init(_ mailbox: _Mailbox) { self.mailbox = mailbox }
+    weak var mailbox: _QueueMailbox?
+    init(_ mailbox: _QueueMailbox) { self.mailbox = mailbox }
 }
 
 /// An actor subscription's mailbox as its center's `_DeliveryTracker` knows it while it is
 /// being drained: the links of the tracker's list live here, so that registering costs no
 /// allocation. `mark()` and `resume(_:after:)` are the subclass's.
-class _DrainingMailbox: _Entry, _PendingWork, @unchecked Sendable {
+class _DrainingEntry: _Entry, _PendingWork, @unchecked Sendable {
     // @unchecked: the links are touched only under the tracker's lock.
-    @exclusivity(unchecked) final var drainingNext: Unmanaged<_DrainingMailbox>?
-    @exclusivity(unchecked) final var drainingPrevious: Unmanaged<_DrainingMailbox>?
+    @exclusivity(unchecked) final var drainingNext: Unmanaged<_DrainingEntry>?
+    @exclusivity(unchecked) final var drainingPrevious: Unmanaged<_DrainingEntry>?
 
     func mark() -> UInt64? { fatalError("abstract") }
 
@@ -234,7 +234,7 @@ protocol _PendingWork: AnyObject, Sendable {
 
 /// The progress of a mailbox, kept under its lock: deliveries appended and done (handled or
 /// dropped), and the waiters of `waitForPendingDeliveries()`.
-struct _MailboxProgress {
+struct _DeliveryProgress {
     var appended: UInt64 = 0
     var done: UInt64 = 0
     var waiters: [(mark: UInt64, continuation: CheckedContinuation<Void, Never>)] = []

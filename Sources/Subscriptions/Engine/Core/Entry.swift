@@ -58,7 +58,7 @@ class _Entry: @unchecked Sendable {
     /// it appends every object it loads to `keep`, for the caller to release after unlocking.
     func goneTarget(keeping keep: inout [AnyObject]) -> String? { nil }
 
-    /// Runs a delivery that a mailbox (`_Mailbox`) held: moves the payload out of `payload`
+    /// Runs a delivery that a mailbox (`_QueueMailbox`) held: moves the payload out of `payload`
     /// (its type is this entry's) and calls the handler inside a queued-call frame on `route`,
     /// unless the entry was cancelled or paused meanwhile (then the payload is dropped).
     func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {

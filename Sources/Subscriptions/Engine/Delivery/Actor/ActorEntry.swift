@@ -28,7 +28,7 @@ import Synchronization
 /// **Lifetime.** The actor is held weakly; a pending task holds it only while it runs on it. The
 /// task holds the entry, so a token dropped meanwhile leaves a cancelled entry that the task
 /// drains to nothing.
-final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @unchecked Sendable {
+final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unchecked Sendable {
     // @unchecked: `handler` is written only by `releaseHandler()`, after the canceller's wait,
     // and read only inside a queued-call frame after checking the state, so the two never
     // overlap; `mailbox` is locked.
@@ -43,7 +43,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
     /// Whether a draining task is scheduled or running. Guarded by `locked`.
     @exclusivity(unchecked) private var draining = false
     /// Payloads appended and done, and waiters of `waitForPendingDeliveries()`. Guarded by `locked`.
-    @exclusivity(unchecked) private var progress = _MailboxProgress()
+    @exclusivity(unchecked) private var progress = _DeliveryProgress()
     /// The center's tracker, which knows this subscription while its drain runs.
     let tracker: _DeliveryTracker?
     /// For `replay: true`: the version of the retained post replayed (0: none). Written before
@@ -181,7 +181,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorMailbox<A>, @uncheck
             lock()
             swap(&batch, &pending)
             let count = batch.count
-            var unregistered: Unmanaged<_DrainingMailbox>?
+            var unregistered: Unmanaged<_DrainingEntry>?
             if count == 0 {
                 draining = false
                 unregistered = tracker?.unregister(self)

@@ -2,11 +2,11 @@ import Synchronization
 
 /// An entry whose mailbox an `_ActorRunQueue` drains on actor `A`: what the queue needs of the
 /// entries in line, whatever their payload type.
-class _ActorMailbox<A: Actor>: _DrainingMailbox, @unchecked Sendable {
+class _ActorLineEntry<A: Actor>: _DrainingEntry, @unchecked Sendable {
     // @unchecked: `nextInLine` and `routeInLine` are only touched under the queue's lock.
     /// The entry after this one in its queue's line, and the route to drain it for. Guarded by
     /// the queue's lock; set only while the entry is in line.
-    @exclusivity(unchecked) final var nextInLine: _ActorMailbox<A>?
+    @exclusivity(unchecked) final var nextInLine: _ActorLineEntry<A>?
     @exclusivity(unchecked) final var routeInLine: _Route?
 
     /// Hands pending payloads to the handler on the actor, counting them in `handled`; `true`
@@ -40,8 +40,8 @@ final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
     static var batchLimit: Int { 256 }
 
     @exclusivity(unchecked) private(set) weak var actor: A?
-    @exclusivity(unchecked) private var first: _ActorMailbox<A>?
-    @exclusivity(unchecked) private unowned(unsafe) var last: _ActorMailbox<A>?
+    @exclusivity(unchecked) private var first: _ActorLineEntry<A>?
+    @exclusivity(unchecked) private unowned(unsafe) var last: _ActorLineEntry<A>?
     @exclusivity(unchecked) private var running = false
     /// A spin lock around the line: its sections are a few instructions long.
     private let locked = Atomic<Bool>(false)
@@ -54,7 +54,7 @@ final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
 
     /// Puts `entry` (with payloads in its mailbox, `draining` set) at the end of the line, and
     /// starts the task unless one is running.
-    func schedule(_ entry: _ActorMailbox<A>, _ route: _Route) {
+    func schedule(_ entry: _ActorLineEntry<A>, _ route: _Route) {
         _spinLock(locked)
         append(entry, route)
         let start = !running
@@ -70,14 +70,14 @@ final class _ActorRunQueue<A: Actor>: _DeferredStart, @unchecked Sendable {
 
     /// Appends `entry` to the line. Under the lock.
     @inline(__always)
-    private func append(_ entry: _ActorMailbox<A>, _ route: _Route) {
+    private func append(_ entry: _ActorLineEntry<A>, _ route: _Route) {
         entry.routeInLine = route
         if let last { last.nextInLine = entry } else { first = entry }
         last = entry
     }
 
     /// The first entry in line, removed from it; `nil` (and the task's end) when the line is empty.
-    private func next() -> (_ActorMailbox<A>, _Route)? {
+    private func next() -> (_ActorLineEntry<A>, _Route)? {
         _spinLock(locked)
         guard let entry = first else {
             running = false

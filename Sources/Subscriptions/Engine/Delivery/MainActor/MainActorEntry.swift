@@ -11,7 +11,7 @@ internal import _SubscriptionsShims
 /// envelope, no cast, no allocation, no virtual call, no reference counting, no load beyond the
 /// entry's own memory.
 ///
-/// **Elsewhere** the post appends the payload to the center's main mailbox (`_Mailbox`),
+/// **Elsewhere** the post appends the payload to the center's main mailbox (`_QueueMailbox`),
 /// which one main-queue job per burst drains for every main-actor handler of the center, in
 /// post order.
 final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
@@ -24,11 +24,11 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
     /// go of it while a queued delivery holds the entry.
     @exclusivity(unchecked) private var function: _InPlaceFunction<Payload>
     /// Where posts from other threads go.
-    let mailbox: _Mailbox
+    let mailbox: _QueueMailbox
 
     /// `handler` is a main-actor function stored as a plain one (see `_nonisolated`): it is only
     /// called on the main actor.
-    init(_ handler: @escaping (Payload) throws -> Void, mailbox: _Mailbox) {
+    init(_ handler: @escaping (Payload) throws -> Void, mailbox: _QueueMailbox) {
         self.function = _InPlaceFunction(handler)
         self.mailbox = mailbox
     }

@@ -43,7 +43,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     let goneNoted = Atomic<Bool>(false)
     /// Where queued and main-actor deliveries go (the center's mailbox of the queue, or its main
     /// mailbox); `nil` for immediate entries, and for entries without a tracker.
-    let mailbox: _Mailbox?
+    let mailbox: _QueueMailbox?
 
     init(
         executor: _Executor, once: Bool, observer: AnyObject?, sender: AnyObject?, tracker: _DeliveryTracker?,
@@ -133,7 +133,7 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
         }
     }
 
-    /// A queued or main-actor delivery that a mailbox of the center held (see `_Mailbox`).
+    /// A queued or main-actor delivery that a mailbox of the center held (see `_QueueMailbox`).
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
         route._inQueuedCall(self) {

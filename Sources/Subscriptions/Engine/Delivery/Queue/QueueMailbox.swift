@@ -14,7 +14,7 @@ import Synchronization
 /// every post's delivery is scheduled on the queue before `post` returns (`q.sync {}` after a
 /// post finds it done), and a delivery posted by a handler runs in a later job, after work the
 /// queue took meanwhile, as if each delivery were its own block. No job lingers or loops.
-final class _Mailbox: _PendingWork, @unchecked Sendable {
+final class _QueueMailbox: _PendingWork, @unchecked Sendable {
     // @unchecked: every stored property but `locked` and `queue` is guarded by `locked`.
 
     private let locked = Atomic<Bool>(false)
@@ -22,7 +22,7 @@ final class _Mailbox: _PendingWork, @unchecked Sendable {
     @exclusivity(unchecked) private var spare = _RecordBuffer()
     /// Whether a job is scheduled that has not taken the records yet.
     @exclusivity(unchecked) private var scheduled = false
-    @exclusivity(unchecked) private var progress = _MailboxProgress()
+    @exclusivity(unchecked) private var progress = _DeliveryProgress()
     /// Where the job runs.
     let queue: DispatchQueue
 
