@@ -26,10 +26,12 @@ struct _Stripes: @unchecked Sendable {
     }
 }
 
-extension PostCenter {
+/// A center's routes, read under their stripes' locks: lookups and counts for the center, and the
+/// detach of every route when the center goes (`PostCenter+Engine.swift` forwards to these).
+extension _Stripes {
     /// The route of `key`, for tests: `nil` when the name has none.
     func _route(_ key: _NameKey) -> _Route? {
-        _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+        self[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state in state.table.find(key)?.takeUnretainedValue() }
         }
     }
@@ -37,7 +39,7 @@ extension PostCenter {
     /// How many subscriptions the next post of `key` would reach.
     func _reachableCount(_ key: _NameKey) -> Int {
         var keep: [AnyObject] = []
-        let n = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+        let n = self[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state in
                 state.table.find(key)?._withUnsafeGuaranteedRef { $0.lockedReachableCount(keeping: &keep) } ?? 0
             }
@@ -49,7 +51,7 @@ extension PostCenter {
     /// Live subscriptions of `key` per call-site id (see `_Route.lockedSiteCounts(keeping:)`).
     func _siteCounts(_ key: _NameKey) -> [UInt16: Int] {
         var keep: [AnyObject] = []
-        let counts = _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
+        let counts = self[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state -> [UInt16: Int] in
                 guard let route = state.table.find(key) else { return [:] }
                 return route._withUnsafeGuaranteedRef { $0.lockedSiteCounts(keeping: &keep) }
@@ -63,7 +65,7 @@ extension PostCenter {
     /// post of this center is in progress (the poster would hold a reference), so the tables
     /// are freed at once.
     func _detachAll() {
-        for stripe in _stripes.owners {
+        for stripe in owners {
             let routes = stripe.mutex.withLock { state -> [_Route] in
                 var all: [_Route] = []
                 state.table.visitRoutes { route in
@@ -83,6 +85,6 @@ extension PostCenter {
             }
             withExtendedLifetime(routes) {}
         }
-        _stripes.free()
+        free()
     }
 }
