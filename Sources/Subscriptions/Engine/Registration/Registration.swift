@@ -4,7 +4,7 @@ import Synchronization
 // of these, which records the call site, inserts the entry under its name's route and, with
 // `replay: true`, hands the name's retained post over under the retained table's lock. Entries
 // are built in `EntryFactories.swift`; pattern subscriptions register in
-// `Delivery/Patterns/Patterns.swift`.
+// `Delivery/Patterns/PatternRegistration.swift`.
 
 /// A new entry and how it joins its name: the contract between the factories
 /// (`EntryFactories.swift`), which know the options, and `_add(_:to:_:_:_:)`, stated in types.
