@@ -25,7 +25,10 @@ struct SlowConsumerTests {
         // because the time of the last answer was taken before the handlers of a read ran.
         let prefix = uniquePrefix()
         var options = fastOptions
-        options.pingInterval = .milliseconds(250)
+        // A 2 s deadline: handlers run for 4.5 s, so a reader that ran them (mutant R34) misses it
+        // several times over, while a machine loaded by other test processes does not stall the
+        // reader that long (with 250 ms, a 0.5 s deadline, it did, under the mutation check's load).
+        options.pingInterval = .seconds(1)
         options.historyLength = historyLength
         let a = PostCenter()
         let b = PostCenter()
@@ -44,7 +47,7 @@ struct SlowConsumerTests {
         #expect(relayA.waitUntilReady(timeout: .seconds(10)) && relayB.waitUntilReady(timeout: .seconds(10)))
         #expect(await events.next() == .connected)
 
-        // 300 posts at about 500 a second: 4.5 s of handlers, eighteen ping intervals.
+        // 300 posts at about 500 a second: 4.5 s of handlers, four and a half ping intervals.
         let made = 300
         for seq in 0..<made {
             a.post(.chat, Message(seq: seq, text: "slow"))
