@@ -143,6 +143,42 @@ struct FaultMatrixTests {
         await traffic.close()
     }
 
+    /// History mode: what the sender sent and the server never ran is sent again. A `CLIENT PAUSE
+    /// WRITE` holds the sender's commands unexecuted, and a `CLIENT KILL` of every client during the
+    /// pause discards them with the connection, unanswered (the other faults above leave the
+    /// server the bytes, so it runs them later and nothing depends on the resend). Every post still
+    /// arrives once, in order, none missed or dropped.
+    @Test func historyModeSendsAgainWhatTheServerNeverRan() async throws {
+        let fault = FaultCase(historyLength: 50_000, cutsSender: true)
+        let server = try RedisServer()
+        let url = "redis://127.0.0.1:\(server.port)"
+        let traffic = try Traffic(
+            url: url, topology: .standalone, prefix: uniquePrefix(), names: ["one", "two"],
+            historyLength: fault.historyLength)
+        #expect(await traffic.ready())
+        traffic.start()
+        #expect(await settles { traffic.receivedCount >= 200 })
+
+        _ = try redisCommand(url, ["CLIENT", "PAUSE", "2000", "WRITE"])
+        try await Task.sleep(for: .milliseconds(300))
+        let madeBeforeTheKill = traffic.posts
+        for type in ["pubsub", "normal"] {
+            _ = try redisCommand(url, ["CLIENT", "KILL", "TYPE", type, "SKIPME", "yes"])
+        }
+        _ = try redisCommand(url, ["CLIENT", "UNPAUSE"])
+        #expect(await settles(timeout: .seconds(30)) { traffic.logB.count { $0 == .connected } >= 2 })
+        #expect(await settles(timeout: .seconds(30)) { traffic.receivedCount >= madeBeforeTheKill + 200 })
+        traffic.stop()
+        traffic.post(rounds: 1)
+        #expect(await settles(timeout: .seconds(30)) { traffic.lastRoundArrived() })
+        print(
+            "CLIENT PAUSE + KILL (history): made \(traffic.posts) (\(madeBeforeTheKill) before the kill), received \(traffic.receivedCount), dropped \(traffic.relayA.dropCounts)"
+        )
+        traffic.expectEveryPostAccountedForInOrder()
+        await expectModeChecks(traffic, fault)
+        await traffic.close()
+    }
+
     /// The output-buffer limit that throws a stalled pub/sub subscriber out (LossTests,
     /// TailLossTests), in history mode: a history reader holds at most one reply, so a stalled reader
     /// is not thrown out, and what was posted meanwhile is read when it resumes, once each, in order.
