@@ -144,7 +144,7 @@ inline LIGHT(t) {
 /* A full fence of the calling thread only (atomicMemoryFence(.sequentiallyConsistent)). */
 inline FULL(t) { d_step { DRAIN(t) } }
 
-/* _Fence.heavy(): the shim's full fence, then membarrier(PRIVATE_EXPEDITED): every thread
+/* _Fence.beginHeavy(): the shim's full fence, then membarrier(PRIVATE_EXPEDITED): every thread
  * runs a full barrier at some point before the call returns. Symmetric: the full fence only. */
 inline MEMBARRIER(t) {
 #ifdef SYMMETRIC
@@ -244,7 +244,7 @@ inline SECTION_END(t, sec) {
 #endif
 }
 
-/* _Fence.heavy(onlyThread:) begin: ADAPTIVE: a section when fence_state reads SYM, else the
+/* _Fence.beginHeavy(onlyThread:): ADAPTIVE: a section when fence_state reads SYM, else the
  * fixed-mode heavy fence (full fence, only-thread shortcut or membarrier). */
 inline HEAVY(t, sec) {
 #ifdef ADAPTIVE

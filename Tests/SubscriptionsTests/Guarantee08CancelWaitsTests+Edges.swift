@@ -562,7 +562,7 @@ extension Guarantee08CancelWaits {
         /// asymmetric-only form) there is nothing to pin and the child says so and succeeds.
         @Test(.tags(.mutantPin)) func anExitedThreadsRecordStaysMappedWhileAFenceSectionIsOpen() async {
             await #expect(processExitsWith: .success) {
-                _Fence.heavy {}  // the adaptive form switches to symmetric here
+                _Fence.endHeavy(_Fence.beginHeavy())  // the adaptive form switches to symmetric here
                 let before = _ThreadRecord.claimedCount
                 let opened = _inFenceSection {
                     let address = Atomic<UInt>(0)

@@ -40,25 +40,34 @@ enum _Fence {
         }
     }
 
-    /// The canceller's side, around `scan`: before `scan` runs, every thread's later loads see
+    /// The canceller's side, "HEAVY FENCE {": after it returns, every thread's later loads see
     /// the caller's earlier stores, and the caller sees every store that other threads made
-    /// before their last `light()`. `scan` reads the thread records (and decides what to free
-    /// or wait for); it runs with no lock of this type held and must not wait for other threads.
+    /// before their last `light()`. The caller then reads the thread records (and decides what
+    /// to free or wait for), with no lock of this type held and without waiting for other
+    /// threads, and closes with `endHeavy(_:)`, passing what this returned: whether a fence
+    /// section is open.
     ///
     /// With `onlyThread` (no other thread holds a record), no other thread can be inside a post,
     /// and a full fence of the caller's own is enough: `onlyThread` must be the answer of
     /// `_ThreadRecord.onlyThread` read after the stores the fence must order, and a `true` answer
     /// comes with that full fence (see `_subscriptions_owns_only_record`), so none is run here.
     /// In the symmetric state, a full fence inside a section is enough too: the section keeps
-    /// the state from moving back to asymmetric while `scan` runs.
-    static func heavy<R>(onlyThread: Bool = false, then scan: () -> R) -> R {
-        if onlyThread { return scan() }
-        if _subscriptions_section_begin() != 0 {
-            defer { _subscriptions_section_end() }
-            return scan()
-        }
+    /// the state from moving back to asymmetric until `endHeavy(_:)`.
+    ///
+    /// A pair rather than a function taking the scan as a closure, so that a cancel's walk
+    /// enters this file and returns, instead of coming back into its caller's file from here.
+    static func beginHeavy(onlyThread: Bool = false) -> Bool {
+        if onlyThread { return false }
+        if _subscriptions_section_begin() != 0 { return true }
         if _subscriptions_heavy_fence() != 0 { scheduleDecay() }
-        return scan()
+        return false
+    }
+
+    /// "}": closes the heavy fence `beginHeavy(onlyThread:)` opened (`section` is what it
+    /// returned); after it the fence form may move again.
+    @inline(__always)
+    static func endHeavy(_ section: Bool) {
+        if section { _subscriptions_section_end() }
     }
 
     /// Schedules the switch back to asymmetric (after a switch to symmetric).

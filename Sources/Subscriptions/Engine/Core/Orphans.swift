@@ -45,7 +45,9 @@ enum _Orphans {
         // which may already have read its note as 0): fence and sweep again while a pass notes a
         // record no earlier pass of this collect noted (each record at most once, so this ends).
         while fresh {
-            fresh = _Fence.heavy { list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) } }
+            let section = _Fence.beginHeavy()
+            fresh = list.withLock { sweep(&$0, me: me, parked: parked, free: &free, seen: &seen) }
+            _Fence.endHeavy(section)
         }
         // Released here, outside the lock, on the thread that ended the last call.
         for entry in free { entry.releaseHandler() }

@@ -102,7 +102,9 @@ enum _Retirements {
         var batch = take()
         guard !batch.isEmpty else { return }
         let onlyThread = _ThreadRecord.onlyThread
-        let settled = _Fence.heavy(onlyThread: onlyThread) { sortOut(&batch, onlyThread: onlyThread) }
+        let section = _Fence.beginHeavy(onlyThread: onlyThread)
+        let settled = sortOut(&batch, onlyThread: onlyThread)
+        _Fence.endHeavy(section)
         if onJob { settled.finish() } else { settled.finishOnJob() }
     }
 
@@ -136,13 +138,12 @@ enum _Retirements {
     }
 
     /// Moves the entries of `batch` (which it leaves empty) into those that no thread calls (to
-    /// release) and the others (to orphan). Call inside a heavy fence's scan, after `take()`: a
+    /// release) and the others (to orphan). Call inside a heavy fence (`_Fence.beginHeavy`), after `take()`: a
     /// post that had not published an entry by the fence reads its zeroed slot. `onlyThread` is
     /// the one the fence was given (then only the caller's own record can be calling an entry).
     static func sortOut(_ batch: inout [_Entry], onlyThread: Bool) -> Settled {
         // One scan for the whole batch: the entries some frame is calling.
-        var calling: Set<UInt> = []
-        _ThreadRecord.visitAll(onlyThread: onlyThread) { r in r.forEachCall { calling.insert($0) } }
+        let calling = _ThreadRecord.entriesBeingCalled(onlyThread: onlyThread)
         let settled = Settled()
         for entry in batch {
             if calling.contains(_SlotBuffer.bits(of: entry)) {

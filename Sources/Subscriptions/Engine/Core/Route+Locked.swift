@@ -166,22 +166,26 @@ extension _Route {
         if live == 0 { stripe.lockedNoteEmpty(&state) }
     }
 
-    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.heavy`), if
+    /// Frees the retired buffers no post reads any more (after a fence: see `_Fence.beginHeavy`), if
     /// any are retired.
     func lockedReclaim() {
         guard !retired.isEmpty else { return }
         let onlyThread = _ThreadRecord.onlyThread
-        _Fence.heavy(onlyThread: onlyThread) {
-            retired.removeAll { old in
-                var read = false
-                _ThreadRecord.visitHinted(_routeBits, onlyThread: onlyThread) { read = read || $0.reads(old.bits) }
-                if !read {
-                    retiredSlots -= old.capacity
-                    old.free()
-                }
-                return !read
+        let section = _Fence.beginHeavy(onlyThread: onlyThread)
+        // Compacted in place, in order: the buffers still read keep their places.
+        var kept = 0
+        for i in retired.indices {
+            let old = retired[i]
+            if _ThreadRecord.anyReads(old.bits, hintedBy: _routeBits, onlyThread: onlyThread) {
+                retired[kept] = old
+                kept += 1
+            } else {
+                retiredSlots -= old.capacity
+                old.free()
             }
         }
+        retired.removeLast(retired.count - kept)
+        _Fence.endHeavy(section)
     }
 
     /// Detaches a one-shot entry that just fired; its token still owns it.

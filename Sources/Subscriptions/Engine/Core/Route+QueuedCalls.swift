@@ -7,7 +7,10 @@ extension _Route {
     /// Opens a frame on the calling thread for one call of `entry` outside a post (a queued,
     /// main-actor or actor delivery), unless it was cancelled or paused meanwhile. Returns the
     /// index of the frame in the thread's record, to pass to `_endQueuedCall(_:)`, or `nil` when
-    /// the call must not happen.
+    /// the call must not happen. A caller that got a frame closes it on every path: the code
+    /// between the two neither returns nor throws (errors a handler throws are caught inside).
+    /// A pair rather than a function taking the call as a closure, so that a delivery's walk
+    /// enters this file and returns instead of coming back into the entry's file from here.
     func _beginQueuedCall(_ entry: _Entry) -> Int? {
         let me = _ThreadRecord.current
         let f = me.push()
@@ -27,17 +30,6 @@ extension _Route {
         let me = _ThreadRecord.current
         assert(frame == me.depth - 1, "Subscriptions: closing a delivery frame this thread does not hold")
         me.pop(frame)
-    }
-
-    /// Runs `call` inside a queued-call frame for `entry`, unless `_beginQueuedCall(_:)` refuses
-    /// (the entry was cancelled or paused meanwhile). Returns what `call` returned, or `nil` when
-    /// refused.
-    @discardableResult
-    @inline(__always)
-    func _inQueuedCall<R>(_ entry: _Entry, _ call: () -> R) -> R? {
-        guard let frame = _beginQueuedCall(entry) else { return nil }
-        defer { _endQueuedCall(frame) }
-        return call()
     }
 
     /// Runs one queued call of an entry that the scheduled block holds weakly (a queued delivery

@@ -100,7 +100,7 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             _Orphans.add(entry)
             return
         }
-        if waitForHolders(of: bits, me) {
+        if _ThreadRecord.waitForOtherCallers(of: bits, me: me) {
             // Released here, outside the lock and after the wait.
             entry.releaseHandler()
         } else {
@@ -151,50 +151,16 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     private func fenceAndFindHolders(
         _ bits: UInt, _ me: _ThreadRecord, settlingParked: Bool, onlyThread: Bool
     ) -> (mine: Bool, others: Int) {
-        let routeBits = _routeBits
         // Dropped tokens parked before this point are settled by the same fence.
         var parked = settlingParked ? _Retirements.take() : []
-        var settled: _Retirements.Settled?
-        var mine = false
-        var others = 0
-        _Fence.heavy(onlyThread: onlyThread) {
-            if !parked.isEmpty { settled = _Retirements.sortOut(&parked, onlyThread: onlyThread) }
-            _ThreadRecord.visitHinted(routeBits, onlyThread: onlyThread) { r in
-                if r.calls(bits) {
-                    if r == me { mine = true } else { others += 1 }
-                }
-            }
-        }
+        let section = _Fence.beginHeavy(onlyThread: onlyThread)
+        let settled = parked.isEmpty ? nil : _Retirements.sortOut(&parked, onlyThread: onlyThread)
+        let holders = _ThreadRecord.holders(of: bits, on: _routeBits, me: me, onlyThread: onlyThread)
+        _Fence.endHeavy(section)
         // The parked entries' captures go on a settling job, never on this thread: an unrelated
         // cancel must not run (and wait for) what another token's captures do in their deinit.
         settled?.finishOnJob()
-        return (mine, others)
-    }
-
-    /// "for each other holder H": waits until no other thread calls the entry `bits`, publishing
-    /// each wait (`beginWait`) for the cycle check. Returns `false`, at once, when waiting would
-    /// close a cycle of waits (the caller then orphans the entry).
-    private func waitForHolders(of bits: UInt, _ me: _ThreadRecord) -> Bool {
-        var cycle = false
-        // Inside `visitAll`'s scan section: `r`, and every record a `waitingFor` link names, stay
-        // mapped while we wait and follow links.
-        _ThreadRecord.visitAll { r in
-            guard !cycle, r != me, r.calls(bits) else { return }
-            me.beginWait(for: r, on: bits)
-            var attempt = 0
-            while r.calls(bits) {
-                // The thread we wait for waits (through a chain of live waits) for us: do not
-                // close the cycle.
-                if me.closesCycle(waitingFor: r) {
-                    cycle = true
-                    break
-                }
-                _backoff(attempt)
-                attempt += 1
-            }
-            me.endWait()
-        }
-        return !cycle
+        return holders
     }
 
     override func _setPaused(_ paused: Bool, _ token: Subscription) {

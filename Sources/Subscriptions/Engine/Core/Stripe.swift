@@ -89,22 +89,20 @@ final class _Stripe: Sendable {
         var released: [_Route] = []
         var kept: [(table: _NameTable, routes: [_Route])] = []
         let onlyThread = _ThreadRecord.onlyThread
-        _Fence.heavy(onlyThread: onlyThread) {
-            for item in state.retired {
-                var read = false
-                _ThreadRecord.visitAll(onlyThread: onlyThread) { read = read || $0.reads(item.table.bits) }
-                if read {
-                    kept.append(item)
-                    continue
-                }
-                item.table.free()
-                if kept.isEmpty {
-                    released.append(contentsOf: item.routes)
-                } else {
-                    kept[kept.count - 1].routes.append(contentsOf: item.routes)
-                }
+        let section = _Fence.beginHeavy(onlyThread: onlyThread)
+        for item in state.retired {
+            if _ThreadRecord.anyReads(item.table.bits, onlyThread: onlyThread) {
+                kept.append(item)
+                continue
+            }
+            item.table.free()
+            if kept.isEmpty {
+                released.append(contentsOf: item.routes)
+            } else {
+                kept[kept.count - 1].routes.append(contentsOf: item.routes)
             }
         }
+        _Fence.endHeavy(section)
         state.retired = kept
         return released
     }

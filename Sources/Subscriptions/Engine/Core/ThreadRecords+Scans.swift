@@ -98,6 +98,79 @@ extension _ThreadRecord {
         }
     }
 
+    // MARK: What a heavy fence's scan asks
+
+    // Each query runs its scan here and returns what it found, so that a walk through a cancel
+    // enters this file and returns, rather than coming back into its caller's file through a
+    // closure. Call them between `_Fence.beginHeavy(onlyThread:)` and `_Fence.endHeavy(_:)`,
+    // with the `onlyThread` the fence was given.
+
+    /// "for each holder H": whether the calling thread's record `me` calls the entry `bits` of
+    /// `route` (`mine`), and how many other records do.
+    static func holders(of bits: UInt, on route: UInt, me: _ThreadRecord, onlyThread: Bool) -> (
+        mine: Bool, others: Int
+    ) {
+        var mine = false
+        var others = 0
+        visitHinted(route, onlyThread: onlyThread) { r in
+            if r.calls(bits) {
+                if r == me { mine = true } else { others += 1 }
+            }
+        }
+        return (mine, others)
+    }
+
+    /// The entries some frame of some record calls (one scan for a whole batch of dropped
+    /// tokens).
+    static func entriesBeingCalled(onlyThread: Bool) -> Set<UInt> {
+        var calling: Set<UInt> = []
+        visitAll(onlyThread: onlyThread) { r in r.insertCalls(into: &calling) }
+        return calling
+    }
+
+    /// Whether a frame of some record reads the table or buffer `bits`.
+    static func anyReads(_ bits: UInt, onlyThread: Bool) -> Bool {
+        var read = false
+        visitAll(onlyThread: onlyThread) { r in read = read || r.reads(bits) }
+        return read
+    }
+
+    /// Whether a frame of some record whose hint names `route` reads the slot buffer `bits`.
+    static func anyReads(_ bits: UInt, hintedBy route: UInt, onlyThread: Bool) -> Bool {
+        var read = false
+        visitHinted(route, onlyThread: onlyThread) { r in read = read || r.reads(bits) }
+        return read
+    }
+
+    // MARK: Waiting for the holders of an entry
+
+    /// "for each other holder H: wait": waits until no record but `me` calls the entry `bits`,
+    /// publishing each wait (`beginWait`) for the cycle check. Returns `false`, at once, when
+    /// waiting would close a cycle of waits (the caller then orphans the entry). Needs no heavy
+    /// fence of its own: it runs after the canceller's, which found the holders.
+    static func waitForOtherCallers(of bits: UInt, me: _ThreadRecord) -> Bool {
+        var cycle = false
+        // Inside `visitAll`'s scan section: `r`, and every record a `waitingFor` link names, stay
+        // mapped while we wait and follow links.
+        visitAll { r in
+            guard !cycle, r != me, r.calls(bits) else { return }
+            me.beginWait(for: r, on: bits)
+            var attempt = 0
+            while r.calls(bits) {
+                // The thread we wait for waits (through a chain of live waits) for us: do not
+                // close the cycle.
+                if me.closesCycle(waitingFor: r) {
+                    cycle = true
+                    break
+                }
+                _backoff(attempt)
+                attempt += 1
+            }
+            me.endWait()
+        }
+        return !cycle
+    }
+
     /// The hint directory's chunks hold `1 << hintChunkShift` slots.
     @inline(__always) static var hintChunkShift: Int { Int(HINT_CHUNK_SHIFT) }
     @inline(__always) static var hintChunk: Int { 1 << hintChunkShift }

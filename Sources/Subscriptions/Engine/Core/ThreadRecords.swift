@@ -223,13 +223,13 @@ struct _ThreadRecord: @unchecked Sendable, Equatable {
         return false
     }
 
-    /// Calls `body` with the entry of every frame of this record that calls one (loaded like
+    /// Adds to `calling` the entry of every frame of this record that calls one (loaded like
     /// `calls(_:)`).
-    func forEachCall(_ body: (UInt) -> Void) {
+    func insertCalls(into calling: inout Set<UInt>) {
         let d = Int(bitPattern: words[SUBSCRIPTIONS_RECORD_DEPTH].load(ordering: .acquiring))
         for f in 0..<min(d, _ThreadRecord.frameCapacity) {
             let at = frame(f)[2].load(ordering: .acquiring)
-            if at != 0 { body(at) }
+            if at != 0 { calling.insert(at) }
         }
     }
 

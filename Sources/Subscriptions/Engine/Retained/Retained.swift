@@ -180,10 +180,10 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// at once), and only if the entry is still active after the frame's fence (so that nothing
     /// parked runs after `cancel()` or `removeObserver(_:)` returned, or while paused).
     private func handOver(_ payload: Payload, entry: _OptionsEntry<Payload>, route: _Route) {
-        route._inQueuedCall(entry) {
-            let target = entry.target()
-            if target.alive { _ = entry.run(payload, target: target, route: route) }
-        }
+        guard let frame = route._beginQueuedCall(entry) else { return }
+        let target = entry.target()
+        if target.alive { _ = entry.run(payload, target: target, route: route) }
+        route._endQueuedCall(frame)
     }
 }
 

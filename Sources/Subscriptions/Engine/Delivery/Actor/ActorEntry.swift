@@ -195,7 +195,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
             let payloads = batch.items(Payload.self)
             // Payloads taken before the frame is refused were posted before the pause or
             // cancellation that refused it: dropped, like queued deliveries.
-            route._inQueuedCall(self) {
+            if let frame = route._beginQueuedCall(self) {
                 // An index loop over the base pointer: this code runs unspecialised, where
                 // `for payload in payloads` asks the runtime for the metadata of the buffer's
                 // iterator and of `Payload?` on every drain (a hash-table lookup each).
@@ -208,6 +208,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
                 }
                 // Released inside the frame, so that a waiting `cancel()` returns after them.
                 batch.removeAll(Payload.self)
+                route._endQueuedCall(frame)
             }
             batch.removeAll(Payload.self)
             lock()

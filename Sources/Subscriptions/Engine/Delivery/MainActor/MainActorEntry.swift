@@ -79,9 +79,9 @@ final class _MainHandler<Payload>: _Entry, @unchecked Sendable {
 
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        route._inQueuedCall(self) {
-            do { try call(value) } catch { _noteThrew(error, route: route) }
-        }
+        guard let frame = route._beginQueuedCall(self) else { return }
+        do { try call(value) } catch { _noteThrew(error, route: route) }
+        route._endQueuedCall(frame)
     }
 
     override func dropQueued(_ payload: UnsafeMutableRawPointer) {

@@ -136,10 +136,10 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// A queued or main-actor delivery that a mailbox of the center held (see `_QueueMailbox`).
     override func runQueued(_ payload: UnsafeMutableRawPointer, route: _Route) {
         let value = _RecordBuffer.takePayload(Payload.self, payload)
-        route._inQueuedCall(self) {
-            let target = target()
-            if target.alive { _ = call(target.observer, value, route: route) }
-        }
+        guard let frame = route._beginQueuedCall(self) else { return }
+        let target = target()
+        if target.alive { _ = call(target.observer, value, route: route) }
+        route._endQueuedCall(frame)
     }
 
     /// Calls `invoke` (inside a frame, the state checked); an error it throws is reported

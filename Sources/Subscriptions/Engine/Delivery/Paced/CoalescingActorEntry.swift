@@ -79,8 +79,10 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     }
 
     private func run(on actor: isolated A, _ route: _Route) async {
-        let called = route._inQueuedCall(self) {
-            withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
+        // `nil` when the frame was refused; else what the call returned.
+        var called: UInt64?? = nil
+        if let frame = route._beginQueuedCall(self) {
+            called = withUnsafeTemporaryAllocation(of: Payload.self, capacity: 1) { scratch -> UInt64? in
                 let payload = scratch.baseAddress.unsafelyUnwrapped
                 let (wake, epoch) = slot.take(into: payload)
                 guard wake == .call else { return nil }  // coalesced: never `.wait`
@@ -88,6 +90,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
                 payload.deinitialize(count: 1)
                 return slot.finished(epoch)
             }
+            route._endQueuedCall(frame)
         }
         let next: UInt64?
         if let called {
