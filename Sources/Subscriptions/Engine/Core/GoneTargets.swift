@@ -31,31 +31,3 @@ extension _DeliveryTracker {
         reporter?._noteSubscriberGone(route.key, subscriber, site: site)
     }
 }
-
-/// `goneTarget(keeping:)` of a registration with an optional observer and sender filter.
-@inline(__always)
-func _goneTarget(
-    observed: Bool, _ observer: AnyObject?, filtered: Bool, _ sender: AnyObject?, keeping keep: inout [AnyObject]
-) -> String? {
-    if observed {
-        guard let observer else { return "observer gone" }
-        keep.append(observer)
-    }
-    if filtered {
-        guard let sender else { return "sender gone" }
-        keep.append(sender)
-    }
-    return nil
-}
-
-/// `goneTarget(keeping:)` of an actor registration with an optional sender filter.
-@inline(__always)
-func _goneTarget(actor: AnyObject?, filtered: Bool, _ sender: AnyObject?, keeping keep: inout [AnyObject]) -> String? {
-    guard let actor else { return "actor gone" }
-    keep.append(actor)
-    if filtered {
-        guard let sender else { return "sender gone" }
-        keep.append(sender)
-    }
-    return nil
-}

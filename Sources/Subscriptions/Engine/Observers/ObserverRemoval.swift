@@ -7,7 +7,7 @@ protocol _ObserverHolding: AnyObject {
 }
 
 extension _OptionsEntry: _ObserverHolding {
-    var _observerID: ObjectIdentifier? { observerID }
+    var _observerID: ObjectIdentifier? { targets.observerID }
 }
 
 extension _Route {

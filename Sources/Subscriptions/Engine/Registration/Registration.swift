@@ -107,8 +107,8 @@ extension PostCenter {
             var delay: UInt64?
             if let record = table.records[key.name] {
                 entry.replayed = record.version
-                if record.matches(filtered: entry.filtered, entry.sender),
-                    !entry.observed || entry.observer != nil,
+                if record.matches(entry.targets),
+                    !entry.targets.observerGone,
                     let payload = record.payload(as: Payload.self)
                 {
                     delay = entry.slot.offer(payload)
@@ -159,7 +159,7 @@ extension PostCenter {
             var spent = false
             if let record = table.records[key.name] {
                 entry.replayed = record.version
-                if record.matches(filtered: entry.filtered, entry.sender),
+                if record.matches(entry.targets),
                     let payload = record.payload(as: Payload.self)
                 {
                     if entry.once {
@@ -191,7 +191,7 @@ extension PostCenter {
             var start = false
             if let record = table.records[key.name] {
                 entry.replayed = record.version
-                if record.matches(filtered: entry.filtered, entry.sender),
+                if record.matches(entry.targets),
                     let payload = record.payload(as: Payload.self)
                 {
                     start = entry.slot.offer(payload) != nil

@@ -68,13 +68,12 @@ final class _RetainedPost: @unchecked Sendable {
         return unsafeDowncast(sender, to: _RetainedPost.self).version
     }
 
-    /// Whether a subscription with sender filter `filter` (`filtered`) is to be replayed this
-    /// post: every subscription without a filter is; a filtered one only when this post was made
-    /// `from:` the very object it filters on, both still alive.
-    func matches(filtered: Bool, _ filter: AnyObject?) -> Bool {
-        guard filtered else { return true }
-        guard let filter, let sender else { return false }
-        return filter === sender
+    /// Whether a subscription with these targets is to be replayed this post: every subscription
+    /// without a sender filter is; a filtered one only when this post was made `from:` the very
+    /// object it filters on, both still alive (the record passes as a post's sender does, see
+    /// `_postSender`).
+    func matches(_ targets: _WeakTargets) -> Bool {
+        targets.admits(self)
     }
 }
 
@@ -148,7 +147,7 @@ final class _Replay<Payload>: @unchecked Sendable {
     /// retained post read in the same section, if any), then the parked posts, then goes live.
     func finish(_ record: _RetainedPost?, entry: _OptionsEntry<Payload>, route: _Route) {
         var payloads: [Payload] = []
-        if let record, record.matches(filtered: entry.filtered, entry.sender),
+        if let record, record.matches(entry.targets),
             let payload = record.payload(as: Payload.self)
         {
             payloads.append(payload)

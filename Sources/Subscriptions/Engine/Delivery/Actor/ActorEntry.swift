@@ -49,9 +49,8 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
     /// For `replay: true`: the version of the retained post replayed (0: none). Written before
     /// the entry is published; a retained post up to it reaching the entry live is dropped.
     @exclusivity(unchecked) var replayed: UInt64 = 0
-    /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let filtered: Bool
+    /// The only sender this subscription accepts (its sender filter), held weakly.
+    let targets: _WeakTargets
     /// A one-shot (`once: true`): the first post that reaches it claims it (`spent`), and the
     /// entry leaves its route before the payload is appended.
     let once: Bool
@@ -75,16 +74,13 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
         self.queue = queue
         self.tracker = tracker
         self.handler = handler
-        self.sender = sender
-        self.filtered = sender != nil
+        self.targets = _WeakTargets(sender: sender)
         self.once = once
     }
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
         if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
-        if filtered {
-            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
-        }
+        guard targets.admits(postSender) else { return false }
         guard actor != nil else { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
         if once && !claim(route) { return false }
@@ -97,7 +93,9 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
     /// replay (whose check of a retained post's version needs the sender too: a pattern's posts
     /// are typed) takes the envelope path.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !targets.filtered, replayed == 0 else {
+            return nil
+        }
         guard actor != nil else { return noteGone(route) }
         if once && !claim(route) { return false }
         append(payload.assumingMemoryBound(to: Payload.self).pointee, route)
@@ -112,7 +110,9 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
     }
 
     override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
-        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
+        guard let actor else { return "actor gone" }
+        keep.append(actor)
+        return targets.goneTarget(keeping: &keep)
     }
 
     /// Claims a one-shot for the post in hand: exactly one post wins, even when several threads
@@ -265,11 +265,7 @@ final class _ActorEntry<A: Actor, Payload: Sendable>: _ActorLineEntry<A>, @unche
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
-        if filtered {
-            guard let sender else { return false }
-            keep.append(sender)
-        }
-        guard let actor else { return false }
+        guard targets.isReachable(keeping: &keep), let actor else { return false }
         keep.append(actor)
         return true
     }

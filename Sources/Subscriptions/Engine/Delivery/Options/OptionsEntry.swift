@@ -23,16 +23,8 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) throws -> Bool)?
     let executor: _Executor
     let once: Bool
-    /// The observer of a selector registration (`observed`), held weakly.
-    weak var observer: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let observed: Bool
-    /// The observer's identity at registration, for `removeObserver(_:)`, which must find the
-    /// registrations without loading (retaining) any observer. An address can be reused after the
-    /// observer died, so a match means "this observer or a dead one".
-    let observerID: ObjectIdentifier?
-    /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let filtered: Bool
+    /// The observer of a selector registration and the sender filter, held weakly.
+    let targets: _WeakTargets
     /// Counts the deliveries this entry schedules, for `PostCenter.waitForPendingDeliveries()`;
     /// `nil` for immediate entries, which schedule nothing.
     let tracker: _DeliveryTracker?
@@ -58,17 +50,11 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
         }
         self.executor = executor
         self.once = once
-        self.observer = observer
-        self.observed = observer != nil
-        self.observerID = observer.map(ObjectIdentifier.init)
-        self.sender = sender
-        self.filtered = sender != nil
+        self.targets = _WeakTargets(observer: observer, sender: sender)
     }
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
-        if filtered {
-            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
-        }
+        guard targets.admits(postSender) else { return false }
         let target = target()
         guard target.alive else { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
@@ -79,7 +65,9 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     /// A typed post of exactly `Payload` to an entry without a sender filter or replay hands the
     /// value over without an envelope (an allocation per post) or a cast.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard !filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else { return nil }
+        guard !targets.filtered, replay == nil, ObjectIdentifier(type) == ObjectIdentifier(Payload.self) else {
+            return nil
+        }
         let target = target()
         guard target.alive else { return noteGone(route) }
         return run(payload.assumingMemoryBound(to: Payload.self).pointee, target: target, route: route)
@@ -159,14 +147,9 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
         _ = _RecordBuffer.takePayload(Payload.self, payload)
     }
 
-    /// The observer to call the selector on, loaded once: `alive` is `false` when a selector
-    /// registration's observer is gone; `observer` is `nil` for plain handlers.
+    /// The observer to call the selector on, loaded once (see `_WeakTargets.target()`).
     @inline(__always)
-    func target() -> (alive: Bool, observer: AnyObject?) {
-        guard observed else { return (true, nil) }
-        let observer = self.observer
-        return (observer != nil, observer)
-    }
+    func target() -> (alive: Bool, observer: AnyObject?) { targets.target() }
 
     override func releaseHandler() {
         invoke = nil
@@ -180,17 +163,10 @@ final class _OptionsEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
-        _goneTarget(observed: observed, observer, filtered: filtered, sender, keeping: &keep)
+        targets.goneTarget(keeping: &keep)
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
-        if filtered {
-            guard let sender else { return false }
-            keep.append(sender)
-        }
-        guard observed else { return true }
-        guard let observer else { return false }
-        keep.append(observer)
-        return true
+        targets.isReachable(keeping: &keep)
     }
 }

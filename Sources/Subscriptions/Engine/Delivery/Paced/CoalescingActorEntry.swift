@@ -14,9 +14,8 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     /// The pending payload. It counts with the center's tracker, so that
     /// `waitForPendingDeliveries()` waits for it as for every actor delivery.
     let slot: _PaceSlot<Payload>
-    /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let filtered: Bool
+    /// The only sender this subscription accepts (its sender filter), held weakly.
+    let targets: _WeakTargets
     /// For `replay: true`: the version of the retained post put in the slot when subscribing (0:
     /// none), written before the entry is published; see `_PacedEntry.replayed`.
     @exclusivity(unchecked) var replayed: UInt64 = 0
@@ -30,15 +29,12 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
         self.actor = actor
         self.handler = handler
         self.slot = _PaceSlot(_PacingMachine(interval: 0, debounce: false), tracker: tracker)
-        self.sender = sender
-        self.filtered = sender != nil
+        self.targets = _WeakTargets(sender: sender)
     }
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
         if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
-        if filtered {
-            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
-        }
+        guard targets.admits(postSender) else { return false }
         guard actor != nil else { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
         if slot.offer(payload) != nil { start(route) }
@@ -47,7 +43,9 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
 
     /// As `_PacedEntry`'s: the envelope path when a sender filter or a replay needs the sender.
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !targets.filtered, replayed == 0 else {
+            return nil
+        }
         guard actor != nil else { return noteGone(route) }
         if slot.offer(raw: payload) != nil { start(route) }
         return true
@@ -61,7 +59,9 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     }
 
     override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
-        _goneTarget(actor: actor, filtered: filtered, sender, keeping: &keep)
+        guard let actor else { return "actor gone" }
+        keep.append(actor)
+        return targets.goneTarget(keeping: &keep)
     }
 
     /// Starts the task of one call. It holds the entry, and the actor only while it runs on it.
@@ -108,11 +108,7 @@ final class _CoalescingActorEntry<A: Actor, Payload: Sendable>: _Entry, @uncheck
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
-        if filtered {
-            guard let sender else { return false }
-            keep.append(sender)
-        }
-        guard let actor else { return false }
+        guard targets.isReachable(keeping: &keep), let actor else { return false }
         keep.append(actor)
         return true
     }

@@ -140,13 +140,8 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     @exclusivity(unchecked) var invoke: ((AnyObject?, Payload) throws -> Bool)?
     let queue: DispatchQueue
     let slot: _PaceSlot<Payload>
-    /// The observer of a selector registration (`observed`), held weakly.
-    weak var observer: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let observed: Bool
-    let observerID: ObjectIdentifier?
-    /// The only sender this subscription accepts (`filtered`), held weakly.
-    weak var sender: AnyObject?  // written only in init (an immutable weak property needs Swift 6.3)
-    let filtered: Bool
+    /// The observer of a selector registration and the sender filter, held weakly.
+    let targets: _WeakTargets
     /// For `replay: true`: the version of the retained post put in the slot when subscribing (0:
     /// none). Written before the entry is published; that retained post reaching the entry live
     /// (or an older one) is dropped.
@@ -161,19 +156,13 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
         self.invoke = invoke
         self.queue = queue
         self.slot = _PaceSlot(machine, tracker: tracker)
-        self.observer = observer
-        self.observed = observer != nil
-        self.observerID = observer.map(ObjectIdentifier.init)
-        self.sender = sender
-        self.filtered = sender != nil
+        self.targets = _WeakTargets(observer: observer, sender: sender)
     }
 
     override func deliver(_ post: PostObject, sender postSender: AnyObject?, route: _Route) -> Bool {
         if replayed != 0, let version = _RetainedPost.version(of: postSender), version <= replayed { return false }
-        if filtered {
-            guard let sender, let postSender = _postSender(postSender), sender === postSender else { return false }
-        }
-        if observed && observer == nil { return noteGone(route) }
+        guard targets.admits(postSender) else { return false }
+        if targets.observerGone { return noteGone(route) }
         guard let payload = _extract(Payload.self, from: post) else { return false }
         offer(payload, route)
         return true
@@ -183,8 +172,10 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     /// sender filter or a replay's version check needs the post's sender (the envelope path has
     /// it; a pattern's posts are typed).
     override func deliver(payload: UnsafeRawPointer, of type: Any.Type, route: _Route) -> Bool? {
-        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !filtered, replayed == 0 else { return nil }
-        if observed && observer == nil { return noteGone(route) }
+        guard ObjectIdentifier(type) == ObjectIdentifier(Payload.self), !targets.filtered, replayed == 0 else {
+            return nil
+        }
+        if targets.observerGone { return noteGone(route) }
         if let delay = slot.offer(raw: payload) { arm(delay, route) }
         return true
     }
@@ -197,7 +188,7 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func goneTarget(keeping keep: inout [AnyObject]) -> String? {
-        _goneTarget(observed: observed, observer, filtered: filtered, sender, keeping: &keep)
+        targets.goneTarget(keeping: &keep)
     }
 
     @inline(__always)
@@ -228,9 +219,9 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
             case .idle: return nil
             case .wait(let delay): return delay
             case .call:
-                let observer = self.observer
-                if !observed || observer != nil {
-                    do { _ = try invoke?(observer, payload.pointee) } catch { _noteThrew(error, route: route) }
+                let target = targets.target()
+                if target.alive {
+                    do { _ = try invoke?(target.observer, payload.pointee) } catch { _noteThrew(error, route: route) }
                 }
                 payload.deinitialize(count: 1)  // inside the frame: a waiting `cancel()` returns after it
                 return slot.finished(epoch)
@@ -252,17 +243,10 @@ final class _PacedEntry<Payload>: _Entry, @unchecked Sendable {
     }
 
     override func isReachable(keeping keep: inout [AnyObject]) -> Bool {
-        if filtered {
-            guard let sender else { return false }
-            keep.append(sender)
-        }
-        guard observed else { return true }
-        guard let observer else { return false }
-        keep.append(observer)
-        return true
+        targets.isReachable(keeping: &keep)
     }
 }
 
 extension _PacedEntry: _ObserverHolding {
-    var _observerID: ObjectIdentifier? { observerID }
+    var _observerID: ObjectIdentifier? { targets.observerID }
 }

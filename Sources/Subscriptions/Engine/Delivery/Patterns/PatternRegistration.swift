@@ -36,9 +36,9 @@ extension PostCenter {
             paced.replayed = table.lastVersion
             var delay: UInt64?
             let newest = table.matching(pattern).last { record in
-                record.post.matches(filtered: paced.filtered, paced.sender)
+                record.post.matches(paced.targets)
             }
-            if let newest, !paced.observed || paced.observer != nil {
+            if let newest, !paced.targets.observerGone {
                 delay = paced.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope))
             }
             let (token, route, live) = _insert(paced, to: key, priority: priority)
@@ -61,7 +61,7 @@ extension PostCenter {
             return (token, route, live, table.matching(pattern), table.lastVersion)
         }
         _noteSubscriptionCount(key, live)
-        let payloads = records.filter { $0.post.matches(filtered: options.filtered, options.sender) }.map {
+        let payloads = records.filter { $0.post.matches(options.targets) }.map {
             _NamedPost(name: $0.name, post: $0.post.envelope)
         }
         replay.finish(replaying: payloads, upTo: version, entry: options, route: route)
@@ -86,7 +86,7 @@ extension PostCenter {
             var start = false
             var spent = false
             entry.replayed = table.lastVersion
-            for record in table.matching(pattern) where record.post.matches(filtered: entry.filtered, entry.sender) {
+            for record in table.matching(pattern) where record.post.matches(entry.targets) {
                 let named = _NamedPost(name: record.name, post: record.post.envelope)
                 if entry.once { entry.state.store(_Entry.spent, ordering: .relaxed) }
                 start = entry.preload(named) || start
@@ -115,7 +115,7 @@ extension PostCenter {
         let (token, route, live, start) = _retained.withLock { table in
             var start = false
             entry.replayed = table.lastVersion
-            let newest = table.matching(pattern).last { $0.post.matches(filtered: entry.filtered, entry.sender) }
+            let newest = table.matching(pattern).last { $0.post.matches(entry.targets) }
             if let newest {
                 start = entry.slot.offer(_NamedPost(name: newest.name, post: newest.post.envelope)) != nil
             }
