@@ -26,31 +26,20 @@ extension PostCenter {
         _stripes._inPostFrame(key, self, body)
     }
 
-    /// Walks the slots a post published; see `_Stripes._walk`.
+    /// Walks the slots a typed post published; see `_Stripes._walkTyped`.
     @inline(__always)
-    func _walk(
-        _ start: _PostStart, direct: ObjectIdentifier, call: (_Entry) throws -> Void, main: () -> ObjectIdentifier,
-        callMain: (_Entry) throws -> Void, takeMain: (_Entry, _ onMainActor: Bool) -> Bool, other: (_Entry) -> Bool
+    func _walkTyped<Payload>(
+        _ start: _PostStart, _ payload: Payload, direct: ObjectIdentifier, main: () -> ObjectIdentifier,
+        sendable: Bool, sender: AnyObject?, envelope made: inout PostObject?
     ) -> Int {
-        _stripes._walk(
-            start, direct: direct, call: call, main: main, callMain: callMain, takeMain: takeMain, other: other)
+        _stripes._walkTyped(
+            start, payload, direct: direct, main: main, sendable: sendable, sender: sender, envelope: &made)
     }
 
-    /// A typed post's slow path for one entry; see `_Stripes._deliverTyped`.
+    /// Walks the slots a plain post published; see `_Stripes._walkEnvelope`.
     @inline(__always)
-    func _deliverTyped<Payload>(
-        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?,
-        envelope made: inout PostObject?
-    ) -> Bool {
-        _stripes._deliverTyped(payload, to: entry, route: route, sender: sender, envelope: &made)
-    }
-
-    /// `_deliverTyped` for a payload posted as not `Sendable`; see `_Stripes._deliverWithheld`.
-    @inline(__always)
-    func _deliverWithheld<Payload>(
-        _ payload: Payload, to entry: _Entry, route: Unmanaged<_Route>, sender: AnyObject?
-    ) -> Bool {
-        _stripes._deliverWithheld(payload, to: entry, route: route, sender: sender)
+    func _walkEnvelope(_ start: _PostStart, _ object: PostObject, sender: AnyObject?) -> Int {
+        _stripes._walkEnvelope(start, object, sender: sender)
     }
 
     /// The route of `key`, for tests: `nil` when the name has none.

@@ -56,6 +56,7 @@ enum _Fence {
     ///
     /// A pair rather than a function taking the scan as a closure, so that a cancel's walk
     /// enters this file and returns, instead of coming back into its caller's file from here.
+    @inline(__always)
     static func beginHeavy(onlyThread: Bool = false) -> Bool {
         if onlyThread { return false }
         if _subscriptions_section_begin() != 0 { return true }

@@ -179,25 +179,56 @@ extension _Stripes {
         }
         return _inPostFrame(key, reporter) { start in
             var made: PostObject?
-            return _walk(
-                start, direct: direct,
-                call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-                main: { main },
-                callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
-                takeMain: { entry, onMainActor in
-                    unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
-                        payload, onMainActor: onMainActor, route: start.route)
-                },
-                other: {
-                    // The withheld form makes an envelope per entry (no `made`): the two forms of
-                    // `post` then differ in shape, not in a constant only. The compiler merges
-                    // functions that differ in constants into one that takes them as parameters,
-                    // which cost the common, `Sendable` form a call and a parameter per post.
-                    sendable
-                        ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
-                        : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
-                })
+            return _walkTyped(
+                start, payload, direct: direct, main: { main }, sendable: sendable, sender: sender, envelope: &made)
         }
+    }
+
+    /// The walk of a typed post (`_walk` with the calls for `Payload`), shared by the post with
+    /// and without pattern subscriptions. `made` is the envelope plain subscribers share, made
+    /// when the first one is reached.
+    @inline(__always)
+    func _walkTyped<Payload>(
+        _ start: _PostStart, _ payload: Payload, direct: ObjectIdentifier, main: () -> ObjectIdentifier,
+        sendable: Bool, sender: AnyObject?, envelope made: inout PostObject?
+    ) -> Int {
+        _walk(
+            start, direct: direct,
+            call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
+            main: main,
+            callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
+            takeMain: { entry, onMainActor in
+                unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
+                    payload, onMainActor: onMainActor, route: start.route)
+            },
+            other: {
+                // The withheld form makes an envelope per entry (no `made`): the two forms of
+                // `post` then differ in shape, not in a constant only. The compiler merges
+                // functions that differ in constants into one that takes them as parameters,
+                // which cost the common, `Sendable` form a call and a parameter per post.
+                sendable
+                    ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
+                    : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
+            })
+    }
+
+    /// The walk of a plain post (`_walk` with the calls for the envelope `object`), shared by
+    /// the post with and without pattern subscriptions.
+    @inline(__always)
+    func _walkEnvelope(_ start: _PostStart, _ object: PostObject, sender: AnyObject?) -> Int {
+        _walk(
+            start, direct: ObjectIdentifier(_EnvelopeHandler.self),
+            call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
+            main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
+            callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
+            takeMain: { entry, onMainActor in
+                unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
+                    object, onMainActor: onMainActor, route: start.route)
+            },
+            other: { entry in
+                // Borrowed, not retained: the post's frame keeps the route alive.
+                start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
+            })
     }
 
     /// A handler that the walk called directly threw: reports it (see `ThrownErrors.swift`). Out
@@ -257,20 +288,7 @@ extension _Stripes {
         _ key: _NameKey, sender: AnyObject?, reporter: Reporter, makeEnvelope: () -> PostObject
     ) -> Int {
         _inPostFrame(key, reporter) { start in
-            let object = makeEnvelope()
-            return _walk(
-                start, direct: ObjectIdentifier(_EnvelopeHandler.self),
-                call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-                main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
-                callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
-                takeMain: { entry, onMainActor in
-                    unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
-                        object, onMainActor: onMainActor, route: start.route)
-                },
-                other: { entry in
-                    // Borrowed, not retained: the post's frame keeps the route alive.
-                    start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
-                })
+            _walkEnvelope(start, makeEnvelope(), sender: sender)
         }
     }
 }

@@ -82,9 +82,10 @@ enum _Retirements {
         flush(onJob: true)
     }
 
-    /// Takes the parked entries, to be settled after a heavy fence that comes after this call.
-    static func take() -> [_Entry] {
-        guard mayHaveEntries.load(ordering: .relaxed) else { return [] }
+    /// Takes the parked entries, to be settled after a heavy fence that comes after this call;
+    /// `nil` when none may be parked (no array to make, retain and release on a cancel's path).
+    static func take() -> [_Entry]? {
+        guard mayHaveEntries.load(ordering: .relaxed) else { return nil }
         let taken = pending.withLock { box -> _UncheckedSendable<[_Entry]> in
             mayHaveEntries.store(false, ordering: .relaxed)
             var state = box.value
@@ -99,8 +100,7 @@ enum _Retirements {
     /// Settles every parked entry with one heavy fence. `onJob`: the caller is the settling job,
     /// which finishes the batch itself; any other caller hands it to a job.
     static func flush(onJob: Bool) {
-        var batch = take()
-        guard !batch.isEmpty else { return }
+        guard var batch = take(), !batch.isEmpty else { return }
         let onlyThread = _ThreadRecord.onlyThread
         let section = _Fence.beginHeavy(onlyThread: onlyThread)
         let settled = sortOut(&batch, onlyThread: onlyThread)

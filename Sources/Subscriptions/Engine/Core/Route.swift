@@ -152,9 +152,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         _ bits: UInt, _ me: _ThreadRecord, settlingParked: Bool, onlyThread: Bool
     ) -> (mine: Bool, others: Int) {
         // Dropped tokens parked before this point are settled by the same fence.
-        var parked = settlingParked ? _Retirements.take() : []
+        var parked = settlingParked ? _Retirements.take() : nil
         let section = _Fence.beginHeavy(onlyThread: onlyThread)
-        let settled = parked.isEmpty ? nil : _Retirements.sortOut(&parked, onlyThread: onlyThread)
+        var settled: _Retirements.Settled?
+        if var batch = parked.take(), !batch.isEmpty { settled = _Retirements.sortOut(&batch, onlyThread: onlyThread) }
         let holders = _ThreadRecord.holders(of: bits, on: _routeBits, me: me, onlyThread: onlyThread)
         _Fence.endHeavy(section)
         // The parked entries' captures go on a settling job, never on this thread: an unrelated

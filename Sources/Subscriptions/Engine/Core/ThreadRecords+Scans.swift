@@ -107,6 +107,7 @@ extension _ThreadRecord {
 
     /// "for each holder H": whether the calling thread's record `me` calls the entry `bits` of
     /// `route` (`mine`), and how many other records do.
+    @inline(__always)
     static func holders(of bits: UInt, on route: UInt, me: _ThreadRecord, onlyThread: Bool) -> (
         mine: Bool, others: Int
     ) {

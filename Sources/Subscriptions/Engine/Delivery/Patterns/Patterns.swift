@@ -218,18 +218,7 @@ extension PostCenter {
             skip = _skipsPatterns(start.route, key.name, state)
             let object = makeEnvelope()
             made = object
-            return _walk(
-                start, direct: ObjectIdentifier(_EnvelopeHandler.self),
-                call: { try unsafeDowncast($0, to: _EnvelopeHandler.self).handler(object) },
-                main: { ObjectIdentifier(_MainHandler<PostObject>.self) },
-                callMain: { try unsafeDowncast($0, to: _MainHandler<PostObject>.self).call(object) },
-                takeMain: { entry, onMainActor in
-                    unsafeDowncast(entry, to: _MainHandler<PostObject>.self).take(
-                        object, onMainActor: onMainActor, route: start.route)
-                },
-                other: { entry in
-                    start.route._withUnsafeGuaranteedRef { entry.deliver(object, sender: sender, route: $0) }
-                })
+            return _walkEnvelope(start, object, sender: sender)
         }
         if skip { return _heard(own, key) }
         return _heard(own &+ _postPatterns(key.name, state, sender: sender) { made ?? makeEnvelope() }, key)
@@ -252,20 +241,9 @@ extension PostCenter {
         let own = _inPostFrame(key) { start in
             skip = _skipsPatterns(start.route, key.name, state)
             var made: PostObject?
-            return _walk(
-                start, direct: topic._direct,
-                call: { try unsafeDowncast($0, to: _Handler<Payload>.self).handler(payload) },
-                main: { topic._mainDirect },
-                callMain: { try unsafeDowncast($0, to: _MainHandler<Payload>.self).call(payload) },
-                takeMain: { entry, onMainActor in
-                    unsafeDowncast(entry, to: _MainHandler<Payload>.self).take(
-                        payload, onMainActor: onMainActor, route: start.route)
-                },
-                other: {
-                    sendable
-                        ? _deliverTyped(payload, to: $0, route: start.route, sender: sender, envelope: &made)
-                        : _deliverWithheld(payload, to: $0, route: start.route, sender: sender)
-                })
+            return _walkTyped(
+                start, payload, direct: topic._direct, main: { topic._mainDirect }, sendable: sendable,
+                sender: sender, envelope: &made)
         }
         if skip { return _heard(own, key) }
         let patterns = _postPatterns(key.name, state, sender: sender) {
