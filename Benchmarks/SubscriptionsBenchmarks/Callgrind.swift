@@ -29,6 +29,8 @@ let callgrindModes: [(name: String, help: String)] = [
     ("ncunheard", "NotificationCenter post to a name nobody observes, 1000 other names observed"),
     ("subcancel", "subscribe + cancel on a name holding 10 subscriptions"),
     ("subcancel100k", "subscribe + cancel on a name holding 100,000 subscriptions"),
+    ("subcancel1k", "subscribe + cancel on a name holding 1,000 subscriptions (the priority modes' base)"),
+    ("subcancelfirst", "subscribe + cancel at priority 1 (before all of them) on a name holding 1,000 subscriptions"),
     ("subdrop", "subscribe + token drop (no cancel) on a name holding 10 subscriptions"),
     ("subdropposting", "subdrop while a second thread posts another name (for perf; callgrind serialises threads)"),
     ("ncsubcancel", "NotificationCenter addObserver + removeObserver on a name with 10 observers"),
@@ -158,6 +160,12 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         expected = 0
         precondition(
             center.subscriptionCount(for: name) == held, "\(mode): the name should still hold \(held) subscriptions")
+    case "subcancel1k", "subcancelfirst":
+        subscribeMany(center, name, counter, 1_000, into: &tokens)
+        subscribeAndCancel(center, name, counter, priority: mode == "subcancelfirst" ? 1 : 0, iterations)
+        expected = 0
+        precondition(
+            center.subscriptionCount(for: name) == 1_000, "\(mode): the name should still hold 1,000 subscriptions")
     case "subdrop", "subdropposting":
         subscribeMany(center, name, counter, 10, into: &tokens)
         let poster = mode == "subdropposting" ? BackgroundPoster(center: center, name: name + ".other") : nil

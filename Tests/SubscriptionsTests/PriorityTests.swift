@@ -80,6 +80,39 @@ struct PriorityTests {
         }
     }
 
+    /// Guarantee 5 when a subscription at a priority takes the slot a cancelled one left just
+    /// before its place (the route copies the slots into a new array instead of rebuilding it):
+    /// made during a delivery, ahead of where that post walks, it does not receive the post in
+    /// progress, nor does one made after it cancelled and took the same slot again (the second
+    /// copy must not go into the array the post still walks). Both receive the following posts,
+    /// in priority order.
+    @Test(.tags(.pin)) func aSubscriptionTakingACancelledSlotDuringADeliveryWaitsForTheNextPost() {
+        let center = PostCenter()
+        let log = Recorder<String>()
+        let made = Mutex<[Subscription]>([])
+        let first = Atomic<Bool>(true)
+        let high = center.subscribe("refill", priority: 5) { _ in
+            log.append("high")
+            guard first.exchange(false, ordering: .relaxed) else { return }
+            // The slot after this one is empty (x was cancelled): each of these takes it.
+            let d = center.subscribe("refill", priority: 1) { _ in log.append("d") }
+            d.cancel()
+            let e = center.subscribe("refill", priority: 1) { _ in log.append("e") }
+            let f = center.subscribe("refill", priority: 1) { _ in log.append("f") }
+            made.withLock { $0 += [e, f] }
+        }
+        let x = center.subscribe("refill", priority: 1) { _ in log.append("x") }
+        let low = center.subscribe("refill") { _ in log.append("low") }
+        x.cancel()
+        #expect(center.post("refill") == 2)
+        #expect(log.values == ["high", "low"])
+        log.reset()
+        #expect(center.post("refill") == 4)
+        #expect(log.values == ["high", "e", "f", "low"])
+        #expect(made.withLock { $0.count } == 2)
+        withExtendedLifetime((high, low)) {}
+    }
+
     /// A paused and resumed subscription keeps its place among its priority; a cancelled one
     /// leaves no trace: once every subscription of another priority is gone, a default one
     /// goes last again.

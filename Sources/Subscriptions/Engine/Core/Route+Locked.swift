@@ -48,9 +48,11 @@ extension _Route {
     /// - Complexity: amortised O(1) when the entry goes last (a walk back over the entries of
     ///   lower priority at the end, none in the common case), O(slots) otherwise (a copy of the
     ///   slots; finding the place of an entry that goes before all others reads no priority).
+    ///   The copy is a block copy when a cancelled entry left the slot just before the place
+    ///   empty (churn at one priority): the entry takes that slot and no other entry moves.
     @inline(__always)
     func lockedInsert(_ entry: _Entry, priority: Int) -> UInt {
-        if priority == 0 && priorities.isEmpty { return lockedAppend(entry) }
+        if priority == 0 && prioritized == 0 { return lockedAppend(entry) }
         return lockedInsertPrioritized(entry, priority: priority)
     }
 
@@ -61,8 +63,9 @@ extension _Route {
         if priority <= lowest || live == 0 {
             lowest = min(lowest, priority)
             highest = max(highest, priority)
-            if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
-            return lockedAppend(entry)
+            let seq = lockedAppend(entry)
+            lockedSetPriority(priority, of: entry)
+            return seq
         }
         // The slot before which the entry goes: the first of the live entries at the end whose
         // priority is lower than its own; the end if there is none. Above `highest`, that is the
@@ -77,29 +80,75 @@ extension _Route {
                 i &-= 1
                 let b = buffer.slot(i)
                 if b == 0 { continue }
-                if priorities[b, default: 0] >= priority { break }
+                if (priorityOf.map { $0[i] } ?? 0) >= priority { break }
                 place = i
             }
         }
         highest = max(highest, priority)
-        if priority != 0 { priorities[_SlotBuffer.bits(of: entry)] = priority }
-        if place == buffer.count { return lockedAppend(entry) }
+        if place == buffer.count {
+            let seq = lockedAppend(entry)
+            lockedSetPriority(priority, of: entry)
+            return seq
+        }
         nextSeq += 1
-        lockedRebuild(capacity: max(4, 2 * (live + 1)), inserting: entry, before: place)
+        if place > 0 && buffer.slot(place &- 1) == 0 {
+            lockedFill(place &- 1, with: entry)
+        } else {
+            lockedRebuild(capacity: max(4, 2 * (live + 1)), inserting: entry, before: place)
+        }
+        lockedSetPriority(priority, of: entry)
         live += 1
         lockedReclaimIfPiledUp()
         return nextSeq
     }
 
-    /// Forgets the priority of the entry `bits`, which leaves the route. Out of line: only routes
-    /// with priorities other than 0 get here.
+    /// Notes the priority of `entry`, just placed in `buffer` (its word is 0 until then).
+    private func lockedSetPriority(_ priority: Int, of entry: _Entry) {
+        guard priority != 0 else { return }
+        let words: UnsafeMutablePointer<Int>
+        if let priorityOf {
+            words = priorityOf
+        } else {
+            words = .allocate(capacity: buffer.capacity)
+            words.initialize(repeating: 0, count: buffer.capacity)
+            priorityOf = words
+        }
+        words[Int(entry.index)] = priority
+        prioritized += 1
+    }
+
+    /// Forgets the priority of the entry in slot `i`, which leaves the route; resets the bounds
+    /// when no entry of another priority than 0 is left. Out of line: only routes with
+    /// priorities other than 0 get here.
     @inline(never)
-    private func lockedForgetPriority(_ bits: UInt) {
-        priorities[bits] = nil
-        if priorities.isEmpty {
+    private func lockedForgetPriority(at i: Int) {
+        guard let words = priorityOf, words[i] != 0 else { return }
+        words[i] = 0
+        prioritized -= 1
+        if prioritized == 0 {
             lowest = 0
             highest = 0
         }
+    }
+
+    /// Publishes a copy of the buffer with `entry` in the empty slot `t` (a cancelled entry's, just
+    /// before the new entry's place), and retires the old one, as a rebuild does (a post in
+    /// progress keeps walking the old one, without the new entry). Every other entry keeps its
+    /// place, so none is written: an allocation and a block copy of the slots.
+    private func lockedFill(_ t: Int, with entry: _Entry) {
+        entry.index = UInt32(truncatingIfNeeded: t)
+        var reused = spare.take()
+        if let r = reused, r.capacity != buffer.capacity {
+            r.free()
+            reused = nil
+        }
+        let fresh = buffer.copy(filling: t, with: _SlotBuffer.bits(of: entry), seq: nextSeq, into: reused)
+        filled = buffer.bits
+        published.store(fresh.bits, ordering: .releasing)
+        retired.append(buffer)
+        retiredSlots += buffer.capacity
+        buffer = fresh
+        tombstones -= 1
     }
 
     /// Publishes a new buffer holding the live entries in order, and retires the old one. With
@@ -107,6 +156,14 @@ extension _Route {
     /// - Complexity: O(slots).
     private func lockedRebuild(capacity: Int, inserting new: _Entry? = nil, before: Int = -1) {
         let fresh = _SlotBuffer.allocate(capacity: capacity)
+        // The priorities move with their slots (the new entry's is noted by the caller); with
+        // none left, the words go.
+        let oldPriorities = priorityOf
+        var newPriorities: UnsafeMutablePointer<Int>?
+        if prioritized != 0 && oldPriorities != nil {
+            newPriorities = .allocate(capacity: fresh.capacity)
+            newPriorities?.initialize(repeating: 0, count: fresh.capacity)
+        }
         // The slots are written with a count of their own and published at once: no post reads
         // `fresh` before `published` names it.
         var n = 0
@@ -121,8 +178,11 @@ extension _Route {
             guard b != 0 else { continue }
             _SlotBuffer.entry(b)._withUnsafeGuaranteedRef { entry in entry.index = UInt32(truncatingIfNeeded: n) }
             fresh.slots[n].store(b, ordering: .relaxed)
+            if let oldPriorities, let newPriorities { newPriorities[n] = oldPriorities[i] }
             n &+= 1
         }
+        oldPriorities?.deallocate()
+        priorityOf = newPriorities
         fresh.setCount(n)
         fresh.lastSeq = nextSeq
         published.store(fresh.bits, ordering: .releasing)
@@ -158,8 +218,8 @@ extension _Route {
             if let seq, old.lastSeq < seq { break }
             if let i = old.index(of: bits) { old.clear(i, fenceFollows: fenceFollows) }
         }
+        if prioritized != 0 { lockedForgetPriority(at: Int(entry.index)) }
         entry.index = _Entry.detached
-        if !priorities.isEmpty { lockedForgetPriority(bits) }
         live -= 1
         tombstones += 1
         if tombstones >= max(8, live) { lockedRebuild(capacity: max(4, 2 * live)) }
@@ -181,7 +241,12 @@ extension _Route {
                 kept += 1
             } else {
                 retiredSlots -= old.capacity
-                old.free()
+                if old.bits == filled && spare == nil {
+                    spare = old
+                    filled = 0
+                } else {
+                    old.free()
+                }
             }
         }
         retired.removeLast(retired.count - kept)

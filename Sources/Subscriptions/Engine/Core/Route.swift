@@ -28,16 +28,30 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     @exclusivity(unchecked) var retired: [_SlotBuffer] = []
     /// The slots of the buffers in `retired`, summed (their capacities).
     @exclusivity(unchecked) var retiredSlots = 0
-    /// The priority of each live entry subscribed at a priority other than 0, by slot word;
-    /// empty on a route whose entries all have the default (the common case costs one check).
-    @exclusivity(unchecked) var priorities: [UInt: Int] = [:]
-    /// At most the lowest priority of the live entries (0 while `priorities` is empty): an entry
+    /// The buffer the last `lockedFill` retired (its address; 0: none), which `lockedReclaim`
+    /// keeps as `spare` instead of freeing it.
+    @exclusivity(unchecked) var filled: UInt = 0
+    /// A buffer that no post reads any more, kept for the next `lockedFill`: churn at a priority
+    /// (subscribe, cancel, subscribe again) then copies the slots into it instead of allocating,
+    /// zeroing and freeing a buffer each time. At most one per route, and only on a route that
+    /// filled a slot; freed with the route.
+    @exclusivity(unchecked) var spare: _SlotBuffer?
+    /// The priority of the entry in each slot of `buffer` (a word per slot of its capacity, 0 for
+    /// an empty slot or the default), once an entry of another priority joined; `nil` on a route
+    /// whose entries always had the default. It moves with the slots: a rebuild remaps it (or
+    /// drops it when `prioritized` is 0), a fill or a detach writes one word. Kept while
+    /// `prioritized` is 0 (every word 0), so that churn at a priority does not allocate it anew.
+    @exclusivity(unchecked) var priorityOf: UnsafeMutablePointer<Int>?
+    /// How many live entries have a priority other than 0 (their words in `priorityOf`): 0 on a
+    /// route whose entries all have the default (the common case costs one check).
+    @exclusivity(unchecked) var prioritized = 0
+    /// At most the lowest priority of the live entries (0 while `prioritized` is 0): an entry
     /// of a priority at most this goes last without a look at the others. Lowered by inserts,
-    /// reset to 0 when `priorities` empties.
+    /// reset to 0 when `prioritized` falls to 0.
     @exclusivity(unchecked) var lowest = 0
-    /// At least the highest priority of the live entries (0 while `priorities` is empty): an entry
+    /// At least the highest priority of the live entries (0 while `prioritized` is 0): an entry
     /// of a priority above this goes before every live entry, without a look at their priorities.
-    /// Raised by inserts, reset to 0 when `priorities` empties.
+    /// Raised by inserts, reset to 0 when `prioritized` falls to 0.
     @exclusivity(unchecked) var highest = 0
 
     init(key: _NameKey, stripe: _Stripe) {
@@ -51,6 +65,8 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     deinit {
         // No post reads this route any more: the tables that held it are freed.
         for old in retired { old.free() }
+        spare?.free()
+        priorityOf?.deallocate()
         buffer.free()
     }
 

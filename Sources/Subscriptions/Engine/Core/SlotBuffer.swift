@@ -113,6 +113,32 @@ struct _SlotBuffer: @unchecked Sendable, Equatable {
         words[0].store(UInt(n + 1), ordering: .releasing)
     }
 
+    /// A copy of this buffer (same capacity, every slot in its place) with `bits` in the empty
+    /// slot `i`, and `seq` as its `lastSeq`, for a route that holds its lock (so no other thread
+    /// writes these slots while they are copied: posts only read them). Published by the caller.
+    /// Written into `reused` (a buffer of the same capacity that no post reads any more) when
+    /// given, else into a new one.
+    func copy(filling i: Int, with bits: UInt, seq: UInt, into reused: _SlotBuffer? = nil) -> _SlotBuffer {
+        let n = Int(bitPattern: words[0].load(ordering: .relaxed))
+        let fresh: _SlotBuffer
+        if let reused {
+            fresh = reused
+            // Past the count, slots stay zero (the walk's read-ahead reads them as hints).
+            let held = Int(bitPattern: reused.words[0].load(ordering: .relaxed))
+            if held > n {
+                UnsafeMutableRawPointer(reused.slots + n).initializeMemory(as: UInt.self, repeating: 0, count: held - n)
+            }
+        } else {
+            fresh = _SlotBuffer.allocate(capacity: capacity)
+        }
+        UnsafeMutableRawPointer(fresh.slots).copyMemory(
+            from: UnsafeRawPointer(slots), byteCount: n * MemoryLayout<Atomic<UInt>>.stride)
+        fresh.slots[i].store(bits, ordering: .relaxed)
+        fresh.words[2].store(seq, ordering: .relaxed)
+        fresh.setCount(n)
+        return fresh
+    }
+
     /// Publishes `n` slots written directly (through `slots`) in a buffer no post reads yet.
     func setCount(_ n: Int) { words[0].store(UInt(n), ordering: .releasing) }
 
