@@ -32,7 +32,7 @@ bin="$(swift build -c release -Xcc -gdwarf-4 --scratch-path "$scratch" --show-bi
 if [ "$#" -gt 0 ]; then
     modes=("$@")
 else
-    modes=(typed1 typed10 coalesced1 plain1 plainsender1 envelope1 nc1 ncsender1 nc10 loop1 unheard typedunheard ncunheard subcancel subcancel100k subdrop ncsubcancel)
+    modes=(typed1 typed10 coalesced1 plain1 plainsender1 envelope1 nc1 ncsender1 nc10 loop1 unheard typedunheard ncunheard subcancel subcancel100k subdrop ncsubcancel subcancel1k subcancelfirst)
 fi
 
 # Runs one mode with n operations under callgrind; prints the instructions executed.

@@ -7,6 +7,7 @@ import Subscriptions
 let callgrindModes: [(name: String, help: String)] = [
     ("typed1", "typed Topic<Int> post to 1 subscriber"),
     ("typed10", "typed Topic<Int> post to 10 subscribers"),
+    ("typedpatterns1", "typed1 on a center that also holds 1,000 prefix subscriptions of other prefixes"),
     ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
     ("mainoff10", "typed Topic<Int> post off the main thread to 10 .mainActor subscribers (one burst), then handled"),
     ("coalesced1", "typed Topic<Int> post on the main thread to 1 .mainActor.coalesced subscriber, payload pending"),
@@ -55,6 +56,15 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         subscribeManyTyped(center, topic, counter, n, into: &tokens)
         delivered = postTyped(center, topic, value, iterations)
         expected = iterations * n * value
+    case "typedpatterns1":
+        let topic = Topic<Int>(name)
+        subscribeManyTyped(center, topic, counter, 1, into: &tokens)
+        for i in 0..<1_000 {
+            tokens.append(
+                center.subscribe(matching: .prefix("other\(i).")) { _, _ in counter.pointer.pointee &+= 1000 })
+        }
+        delivered = postTyped(center, topic, value, iterations)
+        expected = iterations * value
     case "main10":
         let topic = Topic<Int>(name)
         MainActor.assumeIsolated {
