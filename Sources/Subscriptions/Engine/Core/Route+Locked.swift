@@ -144,11 +144,17 @@ extension _Route {
         }
         let fresh = buffer.copy(filling: t, with: _SlotBuffer.bits(of: entry), seq: nextSeq, into: reused)
         filled = buffer.bits
+        lockedPublish(fresh)
+        tombstones -= 1
+    }
+
+    /// Publishes `fresh` in place of `buffer`, which is retired: posts that read it keep walking
+    /// it until a reclaim finds none does.
+    private func lockedPublish(_ fresh: _SlotBuffer) {
         published.store(fresh.bits, ordering: .releasing)
         retired.append(buffer)
         retiredSlots += buffer.capacity
         buffer = fresh
-        tombstones -= 1
     }
 
     /// Publishes a new buffer holding the live entries in order, and retires the old one. With
@@ -185,10 +191,7 @@ extension _Route {
         priorityOf = newPriorities
         fresh.setCount(n)
         fresh.lastSeq = nextSeq
-        published.store(fresh.bits, ordering: .releasing)
-        retired.append(buffer)
-        retiredSlots += buffer.capacity
-        buffer = fresh
+        lockedPublish(fresh)
         tombstones = 0
     }
 

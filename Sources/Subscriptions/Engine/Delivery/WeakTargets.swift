@@ -54,14 +54,7 @@ struct _WeakTargets {
     /// Whether every target this registration has is alive; appends each one to `keep`, so that
     /// the caller releases them after its lock (a target's deinit may cancel a subscription).
     func isReachable(keeping keep: inout [AnyObject]) -> Bool {
-        if filtered {
-            guard let sender else { return false }
-            keep.append(sender)
-        }
-        guard observed else { return true }
-        guard let observer else { return false }
-        keep.append(observer)
-        return true
+        goneTarget(keeping: &keep) == nil
     }
 
     /// What went: `"observer gone"` or `"sender gone"` (the observer asked first), or `nil` when
