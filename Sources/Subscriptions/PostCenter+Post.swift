@@ -17,8 +17,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, _ object: PostObject, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
-            return _postWithPatterns(key, sender: sender) { object }
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        if _slowPath(patterns != 0) {
+            return _postWithPatterns(key, patterns, sender: sender) { object }
         }
         return _heard(_post(key, sender: sender) { object }, key)
     }
@@ -35,8 +36,9 @@ extension PostCenter {
     @discardableResult
     public func post(_ name: String, flag: String = "", data: AnyObject? = nil, from sender: AnyObject? = nil) -> Int {
         let key = _NameKey(name)
-        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
-            return _postWithPatterns(key, sender: sender) { PostObject(flag: flag, data: data) }
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        if _slowPath(patterns != 0) {
+            return _postWithPatterns(key, patterns, sender: sender) { PostObject(flag: flag, data: data) }
         }
         return _heard(_post(key, sender: sender) { PostObject(flag: flag, data: data) }, key)
     }
@@ -56,8 +58,9 @@ extension PostCenter {
     public func post<Payload: Sendable>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil)
         -> Int
     {
-        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
-            return _postWithPatterns(topic, payload, sendable: true, sender: sender)
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        if _slowPath(patterns != 0) {
+            return _postWithPatterns(topic, payload, sendable: true, patterns, sender: sender)
         }
         return _heard(
             _post(
@@ -83,8 +86,9 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post<Payload>(_ topic: Topic<Payload>, _ payload: Payload, from sender: AnyObject? = nil) -> Int {
-        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
-            return _postWithPatterns(topic, payload, sendable: false, sender: sender)
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        if _slowPath(patterns != 0) {
+            return _postWithPatterns(topic, payload, sendable: false, patterns, sender: sender)
         }
         return _heard(
             _post(
@@ -101,8 +105,9 @@ extension PostCenter {
     /// - Threading: safe from any thread, also inside a handler.
     @discardableResult
     public func post(_ topic: Topic<Void>, from sender: AnyObject? = nil) -> Int {
-        if _slowPath(_patternState.load(ordering: .relaxed) != 0) {
-            return _postWithPatterns(topic, (), sendable: true, sender: sender)
+        let patterns = _patternState.load(ordering: .relaxed)  // read when the post starts
+        if _slowPath(patterns != 0) {
+            return _postWithPatterns(topic, (), sendable: true, patterns, sender: sender)
         }
         return _heard(
             _post(

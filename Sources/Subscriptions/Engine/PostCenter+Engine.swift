@@ -3,43 +3,47 @@
 /// as the reporter of what the engine reports upward (`_EngineReporting`). Inlined: a post costs
 /// what it cost when the post path was an extension of the center.
 extension PostCenter {
-    /// A typed post; see `_Stripes._post(_:_:direct:main:envelope:sendable:sender:reporter:)`.
+    /// A typed post; see
+    /// `_Stripes._post(_:_:direct:main:envelope:sendable:sender:patterns:skipsPatterns:reporter:)`.
+    @inline(__always)
+    func _post<Payload>(
+        _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, envelope: Bool,
+        sendable: Bool = true, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool
+    ) -> Int {
+        _stripes._post(
+            key, payload, direct: direct, main: main, envelope: envelope, sendable: sendable, sender: sender,
+            patterns: patterns, skipsPatterns: &skip, reporter: self)
+    }
+
+    /// A typed post to the name's own subscriptions only: on a center without patterns, and a
+    /// pattern route's post, whose name no pattern is matched against.
     @inline(__always)
     func _post<Payload>(
         _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, envelope: Bool,
         sendable: Bool = true, sender: AnyObject?
     ) -> Int {
-        _stripes._post(
+        var skip = true
+        return _post(
             key, payload, direct: direct, main: main, envelope: envelope, sendable: sendable, sender: sender,
-            reporter: self)
+            patterns: 0, skipsPatterns: &skip)
     }
 
-    /// A plain post; see `_Stripes._post(_:sender:reporter:makeEnvelope:)`.
+    /// A plain post; see `_Stripes._post(_:sender:patterns:skipsPatterns:reporter:makeEnvelope:)`.
+    @inline(__always)
+    func _post(
+        _ key: _NameKey, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool,
+        makeEnvelope: () -> PostObject
+    ) -> Int {
+        _stripes._post(
+            key, sender: sender, patterns: patterns, skipsPatterns: &skip, reporter: self, makeEnvelope: makeEnvelope)
+    }
+
+    /// A plain post to the name's own subscriptions only: on a center without patterns, and the
+    /// retained post's, which posts to the patterns itself.
     @inline(__always)
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
-        _stripes._post(key, sender: sender, reporter: self, makeEnvelope: makeEnvelope)
-    }
-
-    /// Runs `body` inside a post's frame on the route of `key`; see `_Stripes._inPostFrame`.
-    @inline(__always)
-    func _inPostFrame(_ key: _NameKey, _ body: (_PostStart) -> Int) -> Int {
-        _stripes._inPostFrame(key, self, body)
-    }
-
-    /// Walks the slots a typed post published; see `_Stripes._walkTyped`.
-    @inline(__always)
-    func _walkTyped<Payload>(
-        _ start: _PostStart, _ payload: Payload, direct: ObjectIdentifier, main: () -> ObjectIdentifier,
-        sendable: Bool, sender: AnyObject?, envelope made: inout PostObject?
-    ) -> Int {
-        _stripes._walkTyped(
-            start, payload, direct: direct, main: main, sendable: sendable, sender: sender, envelope: &made)
-    }
-
-    /// Walks the slots a plain post published; see `_Stripes._walkEnvelope`.
-    @inline(__always)
-    func _walkEnvelope(_ start: _PostStart, _ object: PostObject, sender: AnyObject?) -> Int {
-        _stripes._walkEnvelope(start, object, sender: sender)
+        var skip = true
+        return _post(key, sender: sender, patterns: 0, skipsPatterns: &skip, makeEnvelope: makeEnvelope)
     }
 
     /// The route of `key`, for tests: `nil` when the name has none.

@@ -168,20 +168,38 @@ extension _Stripes {
     /// A typed post. Plain subscribers get an envelope made once, when the first one is reached.
     /// `envelope` tells whether `Payload` is `PostObject` (the topic's `_envelope`); `sendable`
     /// whether the poster posted `Payload` as `Sendable` (the envelope withholds it otherwise).
+    /// `patterns` is the center's pattern state, read when the post started; when it is not 0
+    /// and the name has a route, `skipsPatterns` is set to whether the post may skip the pattern
+    /// subscriptions (see `_skipsPatterns`); the caller sets it beforehand for the other cases.
     @inline(__always)
     func _post<Payload, Reporter: _EngineReporting>(
         _ key: _NameKey, _ payload: Payload, direct: ObjectIdentifier, main: ObjectIdentifier, envelope: Bool,
-        sendable: Bool = true, sender: AnyObject?, reporter: Reporter
+        sendable: Bool = true, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool,
+        reporter: Reporter
     ) -> Int {
         if envelope {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            return _post(key, sender: sender, reporter: reporter) { object }
+            return _post(key, sender: sender, patterns: patterns, skipsPatterns: &skip, reporter: reporter) { object }
         }
         return _inPostFrame(key, reporter) { start in
+            if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }
             var made: PostObject?
             return _walkTyped(
                 start, payload, direct: direct, main: { main }, sendable: sendable, sender: sender, envelope: &made)
         }
+    }
+
+    /// Inside a post's frame, with pattern state `state` (not 0): whether the post may skip the
+    /// pattern subscriptions. A route remembers the state at which no pattern could match its
+    /// name (`patternMiss`), so a post beside many patterns of other prefixes pays one
+    /// comparison; otherwise the center looks (`_noPatternMatches`, once per name's route and
+    /// pattern subscription at most while nothing matches).
+    @inline(__always)
+    func _skipsPatterns<Reporter: _EngineReporting>(
+        _ start: _PostStart, _ name: String, _ state: UInt, _ reporter: Reporter
+    ) -> Bool {
+        start.route._withUnsafeGuaranteedRef { $0.patternMiss.load(ordering: .relaxed) == state }
+            || reporter._noPatternMatches(start.route, name, state)
     }
 
     /// The walk of a typed post (`_walk` with the calls for `Payload`), shared by the post with
@@ -282,13 +300,16 @@ extension _Stripes {
         }
     }
 
-    /// A plain post. `makeEnvelope` runs only when somebody listens to the name.
+    /// A plain post. `makeEnvelope` runs only when somebody listens to the name. `patterns` and
+    /// `skipsPatterns` as for the typed post.
     @inline(__always)
     func _post<Reporter: _EngineReporting>(
-        _ key: _NameKey, sender: AnyObject?, reporter: Reporter, makeEnvelope: () -> PostObject
+        _ key: _NameKey, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool, reporter: Reporter,
+        makeEnvelope: () -> PostObject
     ) -> Int {
         _inPostFrame(key, reporter) { start in
-            _walkEnvelope(start, makeEnvelope(), sender: sender)
+            if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }
+            return _walkEnvelope(start, makeEnvelope(), sender: sender)
         }
     }
 }

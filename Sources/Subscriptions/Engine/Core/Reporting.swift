@@ -22,4 +22,9 @@ protocol _EngineReporting: AnyObject {
     /// threw `error`. Called on the thread or actor that ran the handler, right after it threw,
     /// before the next handler of the post runs.
     func _noteHandlerThrew(_ key: _NameKey, site: UInt16, _ error: any Error)
+
+    /// Inside a post of `name` under pattern state `state` (not 0), on the name's `route`, whose
+    /// remembered miss is another state: whether no pattern subscription can match `name`; when
+    /// none can, the route remembers `state` as its miss.
+    func _noPatternMatches(_ route: Unmanaged<_Route>, _ name: String, _ state: UInt) -> Bool
 }
