@@ -8,6 +8,7 @@ let callgrindModes: [(name: String, help: String)] = [
     ("typed1", "typed Topic<Int> post to 1 subscriber"),
     ("typed10", "typed Topic<Int> post to 10 subscribers"),
     ("typedpatterns1", "typed1 on a center that also holds 1,000 prefix subscriptions of other prefixes"),
+    ("plainpatterns1", "plain1 on a center that also holds 1,000 prefix subscriptions of other prefixes"),
     ("main10", "typed Topic<Int> post on the main thread to 10 .mainActor subscribers"),
     ("mainoff10", "typed Topic<Int> post off the main thread to 10 .mainActor subscribers (one burst), then handled"),
     ("coalesced1", "typed Topic<Int> post on the main thread to 1 .mainActor.coalesced subscriber, payload pending"),
@@ -130,6 +131,14 @@ func runCallgrindMode(_ mode: String, iterations: Int) -> Bool {
         }
         for token in messageTokens { messages.removeObserver(token) }
         expected = iterations * n * value
+    case "plainpatterns1":
+        subscribeMany(center, name, counter, 1, into: &tokens)
+        for i in 0..<1_000 {
+            tokens.append(
+                center.subscribe(matching: .prefix("other\(i).")) { _, _ in counter.pointer.pointee &+= 1000 })
+        }
+        delivered = postPlain(center, name, nil, iterations)
+        expected = iterations
     case "plain1", "plainsender1":
         subscribeMany(center, name, counter, 1, into: &tokens)
         delivered = postPlain(center, name, mode == "plain1" ? nil : sender, iterations)

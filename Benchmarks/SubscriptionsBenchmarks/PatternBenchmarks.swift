@@ -6,51 +6,64 @@ import Subscriptions
 /// Two shapes of "other prefixes": prefixes that start unlike the name (`other123.`), and
 /// prefixes that share its first six bytes (`bench.other123.`, the case of one namespace).
 /// A third row, not a target, adds one `.all` subscription: what a post pays once a pattern
-/// matches it (one more route walked, one envelope made).
+/// matches it (one more route walked, one envelope made). The last two rows are the same target
+/// for a plain post (`post(name)`, a new envelope per post), against the plain post without.
 func patternSection(_ config: RunConfig) -> Section {
     let held = 1_000
     let limit = 1.1
     var section = Section(
         id: "patterns",
-        title: "Typed post to 1 subscriber beside \(grouped(held)) prefix subscriptions of other prefixes",
+        title: "A post to 1 subscriber beside \(grouped(held)) prefix subscriptions of other prefixes",
         notes: [
-            "ns/op: one typed post of an Int to a name with 1 subscriber. The center also holds \(grouped(held))",
-            "prefix subscriptions (`subscribe(matching: .prefix(P))`) whose prefixes do not match the name, or none.",
+            "ns/op: one typed post of an Int (or, in the plain rows, `post(name)`, a new envelope per post) to a",
+            "name with 1 subscriber. The center also holds \(grouped(held)) prefix subscriptions",
+            "(`subscribe(matching: .prefix(P))`) whose prefixes do not match the name, or none.",
             "Median over \(config.repetitions) repetitions, measured interleaved. Target: ≤ \(limit)× the center without.",
         ],
         columns: ["pattern subscriptions", "ns/op", "spread", "vs none", "target", "result"])
     let topic = Topic<Int>("bench.pattern")
     let counter = Counter.make()
     var tokens: [Subscription] = []
-    let shapes: [(label: String, prefixes: [String], all: Bool, target: Bool)] = [
-        ("none", [], false, false),
-        ("\(grouped(held)) `other<i>.`", (0..<held).map { "other\($0)." }, false, true),
-        ("\(grouped(held)) `bench.other<i>.`", (0..<held).map { "bench.other\($0)." }, false, true),
-        ("\(grouped(held)) `other<i>.` + 1 `.all`", (0..<held).map { "other\($0)." }, true, false),
+    let others = (0..<held).map { "other\($0)." }
+    let shapes: [(label: String, prefixes: [String], all: Bool, plain: Bool, target: Bool)] = [
+        ("none", [], false, false, false),
+        ("\(grouped(held)) `other<i>.`", others, false, false, true),
+        ("\(grouped(held)) `bench.other<i>.`", (0..<held).map { "bench.other\($0)." }, false, false, true),
+        ("\(grouped(held)) `other<i>.` + 1 `.all`", others, true, false, false),
+        ("plain post, none", [], false, true, false),
+        ("plain post, \(grouped(held)) `other<i>.`", others, false, true, true),
     ]
     let cases = shapes.map { shape -> Case in
         let center = PostCenter()
-        tokens.append(center.subscribe(topic) { value in counter.pointer.pointee &+= value })
+        if shape.plain {
+            tokens.append(center.subscribe(topic.name) { _ in counter.pointer.pointee &+= 1 })
+        } else {
+            tokens.append(center.subscribe(topic) { value in counter.pointer.pointee &+= value })
+        }
         for prefix in shape.prefixes {
             tokens.append(center.subscribe(matching: .prefix(prefix)) { _, _ in counter.pointer.pointee &+= 1000 })
         }
         if shape.all { tokens.append(center.subscribe(matching: .all) { _, _ in counter.pointer.pointee &+= 1 }) }
         let perPost = shape.all ? 2 : 1
+        let post: (Int) -> Int =
+            shape.plain ? { n in postPlain(center, topic.name, nil, n) } : { n in postTyped(center, topic, 1, n) }
         return Case(
-            "PostCenter typed post beside \(shape.label)", prepare: { counter.reset() },
-            body: { n in expectCalls(postTyped(center, topic, 1, n), n * perPost, "pattern posts (\(shape.label))") },
+            "PostCenter \(shape.plain ? "plain" : "typed") post beside \(shape.label)", prepare: { counter.reset() },
+            body: { n in expectCalls(post(n), n * perPost, "pattern posts (\(shape.label))") },
             verify: { n in expectCalls(counter.value, n * perPost, "pattern handler calls (\(shape.label))") })
     }
     measure(cases, config)
-    let base = cases[0].stats.median
     for (shape, c) in zip(shapes, cases) {
         let s = c.stats
+        // Each kind of post against the same kind on a center without patterns.
+        let base = shape.plain ? cases[4].stats.median : cases[0].stats.median
         let ratio = s.median / base
         var checks: [Check] = []
         if shape.target {
             checks.append(
                 section.check(
-                    "typed post beside \(shape.label) prefix subscriptions vs none", target: "≤ \(limit)×",
+                    "\(shape.plain ? "" : "typed post beside ")\(shape.label) prefix subscriptions vs none",
+                    target: "≤ \(limit)×",
                     measured: ratio, text: times(ratio), pass: ratio <= limit))
         }
         section.add(

@@ -28,14 +28,16 @@ extension PostCenter {
             patterns: 0, skipsPatterns: &skip)
     }
 
-    /// A plain post; see `_Stripes._post(_:sender:patterns:skipsPatterns:reporter:makeEnvelope:)`.
+    /// A plain post; see
+    /// `_Stripes._post(_:sender:patterns:skipsPatterns:envelope:reporter:makeEnvelope:)`.
     @inline(__always)
     func _post(
         _ key: _NameKey, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool,
-        makeEnvelope: () -> PostObject
+        envelope made: inout PostObject?, makeEnvelope: () -> PostObject
     ) -> Int {
         _stripes._post(
-            key, sender: sender, patterns: patterns, skipsPatterns: &skip, reporter: self, makeEnvelope: makeEnvelope)
+            key, sender: sender, patterns: patterns, skipsPatterns: &skip, envelope: &made, reporter: self,
+            makeEnvelope: makeEnvelope)
     }
 
     /// A plain post to the name's own subscriptions only: on a center without patterns, and the
@@ -43,7 +45,9 @@ extension PostCenter {
     @inline(__always)
     func _post(_ key: _NameKey, sender: AnyObject?, makeEnvelope: () -> PostObject) -> Int {
         var skip = true
-        return _post(key, sender: sender, patterns: 0, skipsPatterns: &skip, makeEnvelope: makeEnvelope)
+        var made: PostObject?
+        return _post(
+            key, sender: sender, patterns: 0, skipsPatterns: &skip, envelope: &made, makeEnvelope: makeEnvelope)
     }
 
     /// The route of `key`, for tests: `nil` when the name has none.

@@ -179,7 +179,10 @@ extension _Stripes {
     ) -> Int {
         if envelope {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            return _post(key, sender: sender, patterns: patterns, skipsPatterns: &skip, reporter: reporter) { object }
+            var made: PostObject?
+            return _post(
+                key, sender: sender, patterns: patterns, skipsPatterns: &skip, envelope: &made, reporter: reporter
+            ) { object }
         }
         return _inPostFrame(key, reporter) { start in
             if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }
@@ -301,15 +304,18 @@ extension _Stripes {
     }
 
     /// A plain post. `makeEnvelope` runs only when somebody listens to the name. `patterns` and
-    /// `skipsPatterns` as for the typed post.
+    /// `skipsPatterns` as for the typed post; when the post may not skip the patterns, `made` is
+    /// set to the envelope it made, for the pattern subscriptions to share.
     @inline(__always)
     func _post<Reporter: _EngineReporting>(
-        _ key: _NameKey, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool, reporter: Reporter,
-        makeEnvelope: () -> PostObject
+        _ key: _NameKey, sender: AnyObject?, patterns: UInt, skipsPatterns skip: inout Bool,
+        envelope made: inout PostObject?, reporter: Reporter, makeEnvelope: () -> PostObject
     ) -> Int {
         _inPostFrame(key, reporter) { start in
             if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }
-            return _walkEnvelope(start, makeEnvelope(), sender: sender)
+            let object = makeEnvelope()
+            if !skip { made = object }
+            return _walkEnvelope(start, object, sender: sender)
         }
     }
 }

@@ -204,46 +204,54 @@ extension PostCenter {
 
     /// A plain post on a center that has pattern subscriptions, pattern state `state` read when
     /// the post started: the name's own subscriptions, then the patterns', which share the
-    /// envelope. Out of line, and chosen before the walk, so that a post on a center without
-    /// patterns keeps the code (and the registers) it had.
-    @inline(never)
+    /// envelope. Inlined into each plain `post`, behind its branch on the pattern state, like the
+    /// typed one (plain post beside 1,000 prefixes of other names, `plainpatterns1`: 747
+    /// instructions, 930 out of line, against 715 for `plain1`). The envelope the name's own walk
+    /// made is kept for the patterns only when they may match (`envelope:`), so that a post that
+    /// skips them retains nothing more.
+    @inline(__always)
     func _postWithPatterns(_ key: _NameKey, _ state: UInt, sender: AnyObject?, _ makeEnvelope: () -> PostObject)
         -> Int
     {
         var made: PostObject?
         var skip = false
-        let own = _post(key, sender: sender, patterns: state, skipsPatterns: &skip) {
-            let object = makeEnvelope()
-            made = object
-            return object
-        }
+        let own = _post(
+            key, sender: sender, patterns: state, skipsPatterns: &skip, envelope: &made, makeEnvelope: makeEnvelope)
         if skip { return _heard(own, key) }
         return _heard(own &+ _postPatterns(key.name, state, sender: sender) { made ?? makeEnvelope() }, key)
     }
 
-    /// A typed post on a center that has pattern subscriptions (see the plain one). Pattern
-    /// subscriptions get an envelope of their own: the payload itself when it is a `PostObject`,
-    /// otherwise one that withholds a payload not posted as `Sendable`. Inlined into each typed
-    /// `post`, behind its branch on the pattern state: out of line, the walk's closure was not
-    /// inlined into it, and a post beside 1,000 prefixes of other names cost 288 instructions
-    /// instead of 215 (typed1: 199 either way; `Benchmarks/callgrind.sh typedpatterns1`).
+    /// A typed post on a center that has pattern subscriptions (see the plain one). Inlined into
+    /// each typed `post`, behind its branch on the pattern state: out of line, the walk's closure
+    /// was not inlined into it, and a post beside 1,000 prefixes of other names cost 288
+    /// instructions instead of 216 (`typed1`: 199, now 201; `Benchmarks/callgrind.sh
+    /// typedpatterns1`). The pattern walk itself stays out of line (`_postPatterns`).
+    @inline(__always)
     func _postWithPatterns<Payload>(
         _ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, _ state: UInt, sender: AnyObject?
     ) -> Int {
-        let key = topic._key
-        if topic._envelope {
-            let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            return _postWithPatterns(key, state, sender: sender) { object }
-        }
         var skip = false
         let own = _post(
-            key, payload, direct: topic._direct, main: topic._mainDirect, envelope: false, sendable: sendable,
-            sender: sender, patterns: state, skipsPatterns: &skip)
-        if skip { return _heard(own, key) }
-        let patterns = _postPatterns(key.name, state, sender: sender) {
+            topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
+            sendable: sendable, sender: sender, patterns: state, skipsPatterns: &skip)
+        if skip { return _heard(own, topic._key) }
+        return _heard(own &+ _postPatterns(topic, payload, sendable: sendable, state, sender: sender), topic._key)
+    }
+
+    /// A typed post's turn at the pattern subscriptions, after its name's own. Pattern
+    /// subscriptions get an envelope of their own: the payload itself when it is a `PostObject`,
+    /// otherwise one that withholds a payload not posted as `Sendable`.
+    @inline(never)
+    func _postPatterns<Payload>(
+        _ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, _ state: UInt, sender: AnyObject?
+    ) -> Int {
+        if topic._envelope {
+            let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
+            return _postPatterns(topic._key.name, state, sender: sender) { object }
+        }
+        return _postPatterns(topic._key.name, state, sender: sender) {
             PostObject(_typed: payload, sendable: sendable)
         }
-        return _heard(own &+ patterns, key)
     }
 
     /// How many pattern subscriptions the next post of `name` would reach.
