@@ -178,11 +178,12 @@ extension _Stripes {
         reporter: Reporter
     ) -> Int {
         if envelope {
+            // The caller hands the same object to the patterns: no envelope to keep for them.
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            var made: PostObject?
-            return _post(
-                key, sender: sender, patterns: patterns, skipsPatterns: &skip, envelope: &made, reporter: reporter
-            ) { object }
+            return _inPostFrame(key, reporter) { start in
+                if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }
+                return _walkEnvelope(start, object, sender: sender)
+            }
         }
         return _inPostFrame(key, reporter) { start in
             if patterns != 0 { skip = _skipsPatterns(start, key.name, patterns, reporter) }

@@ -221,37 +221,42 @@ extension PostCenter {
         return _heard(own &+ _postPatterns(key.name, state, sender: sender) { made ?? makeEnvelope() }, key)
     }
 
-    /// A typed post on a center that has pattern subscriptions (see the plain one). Inlined into
-    /// each typed `post`, behind its branch on the pattern state: out of line, the walk's closure
-    /// was not inlined into it, and a post beside 1,000 prefixes of other names cost 288
-    /// instructions instead of 216 (`typed1`: 199, now 201; `Benchmarks/callgrind.sh
-    /// typedpatterns1`). The pattern walk itself stays out of line (`_postPatterns`).
+    /// A typed post on a center that has pattern subscriptions (see the plain one). Pattern
+    /// subscriptions get an envelope of their own: the payload itself when it is a `PostObject`,
+    /// otherwise one that withholds a payload not posted as `Sendable`. Inlined into each typed
+    /// `post`, behind its branch on the pattern state; a `Topic<PostObject>` takes the plain
+    /// path, out of line (`_postWithPatternsOutOfLine`). Shapes measured in callgrind
+    /// (`typed1`, `typed10`, `typedpatterns1`): out of line, the walk's closure was not inlined
+    /// into this function (199, 559, 288 instructions); with the plain path inlined into this
+    /// one, or with the envelope left to the engine's branch, the post without patterns grew
+    /// (201, 561); this shape: 199, 550, 215.
     @inline(__always)
     func _postWithPatterns<Payload>(
         _ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, _ state: UInt, sender: AnyObject?
     ) -> Int {
-        var skip = false
-        let own = _post(
-            topic._key, payload, direct: topic._direct, main: topic._mainDirect, envelope: topic._envelope,
-            sendable: sendable, sender: sender, patterns: state, skipsPatterns: &skip)
-        if skip { return _heard(own, topic._key) }
-        return _heard(own &+ _postPatterns(topic, payload, sendable: sendable, state, sender: sender), topic._key)
-    }
-
-    /// A typed post's turn at the pattern subscriptions, after its name's own. Pattern
-    /// subscriptions get an envelope of their own: the payload itself when it is a `PostObject`,
-    /// otherwise one that withholds a payload not posted as `Sendable`.
-    @inline(never)
-    func _postPatterns<Payload>(
-        _ topic: Topic<Payload>, _ payload: Payload, sendable: Bool, _ state: UInt, sender: AnyObject?
-    ) -> Int {
+        let key = topic._key
         if topic._envelope {
             let object = unsafeDowncast(payload as AnyObject, to: PostObject.self)
-            return _postPatterns(topic._key.name, state, sender: sender) { object }
+            return _postWithPatternsOutOfLine(key, state, sender: sender) { object }
         }
-        return _postPatterns(topic._key.name, state, sender: sender) {
+        var skip = false
+        let own = _post(
+            key, payload, direct: topic._direct, main: topic._mainDirect, envelope: false, sendable: sendable,
+            sender: sender, patterns: state, skipsPatterns: &skip)
+        if skip { return _heard(own, key) }
+        let patterns = _postPatterns(key.name, state, sender: sender) {
             PostObject(_typed: payload, sendable: sendable)
         }
+        return _heard(own &+ patterns, key)
+    }
+
+    /// The plain post on a center that has pattern subscriptions, out of line: for the typed
+    /// post of a `Topic<PostObject>` (see the typed `_postWithPatterns`).
+    @inline(never)
+    func _postWithPatternsOutOfLine(
+        _ key: _NameKey, _ state: UInt, sender: AnyObject?, _ makeEnvelope: () -> PostObject
+    ) -> Int {
+        _postWithPatterns(key, state, sender: sender, makeEnvelope)
     }
 
     /// How many pattern subscriptions the next post of `name` would reach.
