@@ -1,6 +1,6 @@
 import Foundation
 
-/// One target of issue 5, judged on one figure of this run.
+/// One target (of the issue that set it), judged on one figure of this run.
 struct Check: Codable {
     var measure: String
     var target: String
@@ -159,7 +159,7 @@ func printSection(_ section: Section) {
 }
 
 func printSummary(_ checks: [Check]) {
-    print("## Targets of issue 5")
+    print("## Targets (of every issue that set one)")
     print()
     let lines = checks.map { [$0.measure, $0.target, $0.measuredText, $0.pass ? "PASS" : "FAIL"] }
     print(render(["measure", "target", "measured", "result"], lines))

@@ -99,7 +99,7 @@ func runBenchmarks(_ options: Options) {
     #if DEBUG
         print("WARNING: debug build. Figures are meaningless; run `swift run -c release SubscriptionsBenchmarks`.\n")
     #endif
-    print("# Subscriptions benchmark (issue 5)")
+    print("# Subscriptions benchmark")
     print(
         "CPU: \(cpuModel()), \(ProcessInfo.processInfo.activeProcessorCount) logical CPUs; load average \(loadBefore)")
     print(
