@@ -20,7 +20,8 @@
                     owner = map?.owner(of: _ClusterSlot.of(channel))
                     if let owner { owners[channel] = owner }
                 }
-                if count == 1, _Wire.travelsAlone(batch[start].message[_Wire.headerLength - 1]) {
+                let kind = batch[start].message[_Wire.headerLength - 1]
+                if count == 1, _Wire.travelsAlone(kind) {
                     reportUnstored(channel)
                 }
                 if let owner, nodes[owner] != nil {
@@ -30,8 +31,8 @@
                     held.append(contentsOf: batch[start..<(start + count)])
                 } else {
                     // Never numbered, as the standalone publisher's posts made while disconnected:
-                    // counted here, not as a gap at the receivers.
-                    unroutable += count
+                    // counted here, not as a gap at the receivers. A clear is no post.
+                    unroutable += kind == _Wire.clearRetained ? 0 : count
                 }
                 start += count
             }
@@ -44,12 +45,13 @@
             }
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
-                // Each command's post count (zero for a retained post's SET or DEL), and in history
-                // mode its bytes, kept with its message's slot to be sent again: a SET or DEL
-                // shares its message's slot, so it is redirected, and sent again, with it.
-                var commands: [Int] = []
-                var slotted = 0
+                // Each command is owed a reply, counted for its posts (none for a retained post's SET
+                // or DEL); in history mode its bytes are kept with its message's slot, to be sent
+                // again: a SET or DEL shares its message's slot, so it is redirected, and sent
+                // again, with it.
+                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
                 var kept: [_Kept] = []
+                var slotted = 0
                 var mark = connection.pendingOutputCount
                 let keeps = keepsCommands
                 connection.appendPublishes(
@@ -57,7 +59,7 @@
                     historyLength: core.options.historyLength,
                     retainedKeys: retainedKeys,
                     command: { posts in
-                        commands.append(posts)
+                        nodes[address]!.inFlight.push(posts)
                         guard keeps else { return }
                         kept.append(_Kept(slot: 0, bytes: connection.pendingOutput(from: mark), posts: posts))
                         mark = connection.pendingOutputCount
@@ -65,16 +67,14 @@
                     sent: { posts, _ in
                         guard keeps else { return }
                         let slot = _ClusterSlot.of(work.batch[posts.lowerBound].channel)
-                        for index in kept.indices.suffix(commands.count - slotted) { kept[index].slot = slot }
-                        slotted = commands.count
+                        for index in slotted..<kept.count { kept[index].slot = slot }
+                        slotted = kept.count
                     },
                     sequence: { channel, posts in
                         let first = sequences[channel, default: 0]
                         sequences[channel] = first &+ UInt64(posts)
                         return first
                     })
-                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
-                for posts in commands { nodes[address]!.inFlight.push(posts) }
                 if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
                 nodes[address]!.lastSent = now
                 if !connection.flush() { fail(address, "the connection failed while sending") }
