@@ -1,5 +1,6 @@
 import Foundation
 import Subscriptions
+import Synchronization
 import Testing
 
 @testable import SubscriptionsRedis
@@ -218,5 +219,72 @@ extension ClusterTests {
         #expect(await settles { b.retained(name) == nil })
         #expect(relayA.rejectedMessages == 1)
         withExtendedLifetime(tokens) {}
+    }
+
+    /// History mode: retained posts of a name made while its slot is resharded (each a `SET` then
+    /// an `XADD`, sent again together after `-ASK` or `-MOVED`): every post is acknowledged (none
+    /// dropped, every reply matched to its command), received once in order, and the key, moved
+    /// with its slot, holds the last one for a relay that starts later.
+    @Test func historyModeRetainedPostsFollowAReshardAndTheLastOneIsStored() async throws {
+        let map = try #require(await retainedMap())
+        let source = try #require(map.primaries.sorted { $0.port < $1.port }.first)
+        let target = try #require(map.primaries.sorted { $0.port < $1.port }.last)
+        let prefix = uniquePrefix()
+        let owned = (0..<_ClusterSlot.count).filter { map.owner(of: $0) == source }.prefix(40)
+        let moving = try #require(
+            (0..<100_000).lazy.map { "rr\($0)" }.first { owned.contains(_ClusterSlot.of(prefix + $0)) })
+        let count = owned.firstIndex(of: _ClusterSlot.of(prefix + moving))! - owned.startIndex + 1
+        let topic = Topic<Message>(moving)
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: ClusterTests.history)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: ClusterTests.history)
+        let received = Collector<Int>()
+        let tokens = [relayA.relay(topic), relayB.relay(topic), b.subscribe(topic) { received.append($0.seq) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        let primaries = map.primaries
+        let setsBefore = primaries.map { redisCalls($0.port, "set") }
+        let stop = Atomic<Bool>(false)
+        let poster = Task.detached { () -> Int in
+            var made = 0
+            while !stop.load(ordering: .acquiring) {
+                a.post(topic, Message(seq: made, text: "r"), retain: true)
+                made += 1
+                if made % 4 == 0 { try? await Task.sleep(for: .milliseconds(1)) }
+            }
+            return made
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(reshard(from: source, to: target, count: count))
+        #expect(await settles { clusterMap()?.owner(ofChannel: prefix + moving) == target })
+        try await Task.sleep(for: .milliseconds(300))
+        stop.store(true, ordering: .releasing)
+        let made = await poster.value
+        #expect(await settles(timeout: .seconds(30)) { relayA.publishedPosts == made && received.count == made })
+        #expect(relayA.dropCounts.total == 0, "\(relayA.dropCounts)")
+        #expect(received.values == Array(0..<made))
+        #expect(relayB.missedPosts == 0)
+        // Each SET ran exactly once, on the slot's owner of the moment: none lost to a redirection,
+        // none run twice.
+        let sets = zip(primaries.map { redisCalls($0.port, "set") }, setsBefore).map { $0 - $1 }.reduce(0, +)
+        #expect(sets == made)
+        let refusedSets = redisInfo(source.port, "commandstats", "cmdstat_set") ?? ""
+        // The key moved with its slot and holds the last post, for a relay that starts now.
+        let key = prefix + "retained:{" + prefix + moving + "}"
+        #expect(_ClusterSlot.of(key) == _ClusterSlot.of(prefix + moving))
+        #expect(
+            await settles {
+                if case .string = redisCall(target.port, ["GET", key]) { return true }
+                return false
+            })
+        let later = PostCenter()
+        let relayLater = try retainedRelay(later, prefix: prefix, history: ClusterTests.history)
+        let laterToken = relayLater.relay(topic)
+        #expect(await settles { later.retained(topic) != nil })
+        #expect(later.retained(topic)?.seq == made - 1)
+        print(
+            "cluster retained reshard (\(count) slots): made \(made), received \(received.count), SETs \(sets), "
+                + "source's SET stats \(refusedSets), \(relayA.dropCounts)")
+        withExtendedLifetime((tokens, laterToken)) {}
     }
 }
