@@ -6,7 +6,8 @@
     /// each relayed name's stream on the primary that owns its slot (`_ClusterHistoryPlan`), one
     /// connection per such primary, as `_serveHistory` reads one server: each channel's tip first
     /// (`XREVRANGE … COUNT 1`), then blocking `XREAD`s from the positions `_HistoryCursors` keeps, one
-    /// owed command per connection.
+    /// owed command per connection. A name read for the first time has its retained key read
+    /// right after its tip, on the same connection (see `RetainedOnServer.swift`).
     ///
     /// One `XREAD` reads the names of one slot (a cluster refuses keys of several slots in one
     /// command); a node that serves names of several slots reads them in turn, each read blocking
@@ -234,6 +235,7 @@
             let now = ContinuousClock.now
             node.lastHeard = now
             var tipped = false
+            var storing = false
             while true {
                 let (reply, ok) = node.connection.nextReply()
                 guard ok else {
@@ -253,6 +255,12 @@
                     let text = String(
                         decoding: UnsafeRawBufferPointer(start: reply.pointee.str, count: Int(reply.pointee.len)),
                         as: UTF8.self)
+                    if case .stored = what, _Redirect(text) == nil, !_ClusterHistoryPlan.isTransient(text) {
+                        // A refused read of a retained key is only reported: the name is read all
+                        // the same.
+                        core.events.emit(.permissionDenied(text))
+                        continue
+                    }
                     let channels: [String]
                     switch what {
                     case .tip(let channel), .stored(let channel): channels = [channel]
@@ -277,11 +285,20 @@
                     continue
                 }
                 switch what {
-                case .ping, .stored: break
+                case .ping: break
+                case .stored(let channel): _acceptStored(core, channel, reply, node.connection)
                 case .tip(let channel):
                     guard plan.placed[channel] == address else { continue }  // moved meanwhile
+                    // A name read for the first time: its retained key next, on this node (the key
+                    // shares the stream's slot), before any XREAD (see `RetainedOnServer.swift`).
+                    let first = cursors.cursors[channel].map { $0.position == nil } ?? false
                     cursors.tip(channel, last: _newestID(reply, node.connection))
                     tipped = true
+                    if first, let read = core.storedRead(channel) {
+                        node.connection.append(read)
+                        node.owed.append(.stored(channel))
+                        storing = true
+                    }
                 case .read(let count, let channels):
                     guard _read(core, reply, count: count, channels: channels, node.connection, &cursors) else {
                         nodes[address] = node
@@ -292,6 +309,10 @@
                 }
             }
             nodes[address] = node
+            if storing && !node.connection.flush() {
+                drop(address, reason: "the connection failed while sending")
+                return
+            }
             if tipped { publishState(reason: "") }
         }
 

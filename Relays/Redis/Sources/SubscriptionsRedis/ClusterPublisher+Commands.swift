@@ -20,6 +20,10 @@
                     owner = map?.owner(of: _ClusterSlot.of(channel))
                     if let owner { owners[channel] = owner }
                 }
+                let kind = batch[start].message[_Wire.headerLength - 1]
+                if count == 1, _Wire.travelsAlone(kind) {
+                    reportUnstored(channel)
+                }
                 if let owner, nodes[owner] != nil {
                     perNode[owner, default: ([], [])].batch.append(contentsOf: batch[start..<(start + count)])
                     perNode[owner, default: ([], [])].counts.append(count)
@@ -27,8 +31,8 @@
                     held.append(contentsOf: batch[start..<(start + count)])
                 } else {
                     // Never numbered, as the standalone publisher's posts made while disconnected:
-                    // counted here, not as a gap at the receivers.
-                    unroutable += count
+                    // counted here, not as a gap at the receivers. A clear is no post.
+                    unroutable += kind == _Wire.clearRetained ? 0 : count
                 }
                 start += count
             }
@@ -41,37 +45,52 @@
             }
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
-                // History mode: each command's bytes are kept, with its slot, to be sent again.
-                var slots: [Int] = []
-                if keepsCommands {
-                    var start = 0
-                    for count in work.counts {
-                        slots.append(_ClusterSlot.of(work.batch[start].channel))
-                        start += count
-                    }
-                }
+                // Each command is owed a reply, counted for its posts (none for a retained post's SET
+                // or DEL); in history mode its bytes are kept with its message's slot, to be sent
+                // again: a SET or DEL shares its message's slot, so it is redirected, and sent
+                // again, with it.
+                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
                 var kept: [_Kept] = []
+                var slotted = 0
                 var mark = connection.pendingOutputCount
+                let keeps = keepsCommands
                 connection.appendPublishes(
                     work.batch, counts: work.counts, signer: core.signer, sharded: true,
                     historyLength: core.options.historyLength,
+                    retainedKeys: retainedKeys,
                     command: { posts in
-                        guard !slots.isEmpty else { return }
-                        kept.append(
-                            _Kept(slot: slots[kept.count], bytes: connection.pendingOutput(from: mark), posts: posts))
+                        nodes[address]!.inFlight.push(posts)
+                        guard keeps else { return }
+                        kept.append(_Kept(slot: 0, bytes: connection.pendingOutput(from: mark), posts: posts))
                         mark = connection.pendingOutputCount
+                    },
+                    sent: { posts, _ in
+                        guard keeps else { return }
+                        let slot = _ClusterSlot.of(work.batch[posts.lowerBound].channel)
+                        for index in slotted..<kept.count { kept[index].slot = slot }
+                        slotted = kept.count
                     },
                     sequence: { channel, posts in
                         let first = sequences[channel, default: 0]
                         sequences[channel] = first &+ UInt64(posts)
                         return first
                     })
-                if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
-                for count in work.counts { nodes[address]!.inFlight.push(count) }
                 if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
                 nodes[address]!.lastSent = now
                 if !connection.flush() { fail(address, "the connection failed while sending") }
             }
+        }
+
+        /// Reports, once per name, a retained post or clear of a name that has no key in its
+        /// channel's slot (see `_RetainedOnServer.clusterKey`): it is relayed, not stored.
+        mutating func reportUnstored(_ channel: [UInt8]) {
+            guard !unstored.contains(channel), retainedKeys.key(channel) == nil else { return }
+            unstored.insert(channel)
+            let name = String(decoding: channel.dropFirst(retainedKeys.prefixLength), as: UTF8.self)
+            _reject(
+                core,
+                "the retained post of \"\(name)\" is relayed but not kept on the server: its braces leave no key "
+                    + "<prefix>retained:… in the slot of its channel")
         }
 
         /// Reads the replies one node sent.

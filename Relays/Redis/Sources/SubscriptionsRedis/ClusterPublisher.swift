@@ -99,6 +99,10 @@
         var owners: [[UInt8]: _Address] = [:]
         /// History mode: redirected commands are sent again (see `_runClusterPublisher`).
         let keepsCommands: Bool
+        /// Which key holds each name's retained post (see `_RetainedOnServer.clusterKey`).
+        let retainedKeys: _RetainedKeys
+        /// The channels reported once as having no retained key in their slot.
+        var unstored: Set<[UInt8]> = []
         /// Redirected or refused-for-now commands to send again, in the order their replies came,
         /// with the redirection (`nil`: to the slot's owner after `CLUSTERDOWN` or `TRYAGAIN`).
         var retries: [(kept: _Kept, redirect: _Redirect?)] = []
@@ -120,6 +124,7 @@
             self.delay = core.options.reconnectDelay.lowerBound
             self.refreshDelay = core.options.reconnectDelay.lowerBound
             self.keepsCommands = core.options.historyLength > 0
+            self.retainedKeys = core.retainedKeys
         }
 
         var inFlightCommands: Int { nodes.values.reduce(0) { $0 + $1.inFlight.commands } }

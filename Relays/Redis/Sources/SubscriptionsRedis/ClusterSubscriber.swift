@@ -4,7 +4,8 @@
 
     /// The subscriber thread of a cluster relay: one connection per primary that owns a relayed
     /// name's slot, each name `SSUBSCRIBE`d on its owner (see `_ClusterPlan`), every message posted on
-    /// the center as `_runSubscriber` does.
+    /// the center as `_runSubscriber` does; on each confirmed `SSUBSCRIBE` the name's retained key is
+    /// read from that node (see `RetainedOnServer.swift`).
     ///
     /// The slot map is read again when a node sends `SUNSUBSCRIBE` for a name it no longer owns, when
     /// it answers `-MOVED` or `-ASK`, and when a connection is lost; names whose owner changed are
@@ -170,6 +171,9 @@
             node.pinged = false
             var followUps: [_ClusterPlan.Command] = []
             var confirmations = false
+            // For reading retained keys of names confirmed in this read, on this node (the key
+            // shares the channel's slot; see `RetainedOnServer.swift`); closed when the read ends.
+            var side: _Connection?
             while true {
                 let (reply, ok) = node.connection.nextReply()
                 guard ok else {
@@ -195,6 +199,7 @@
                 if kind == "ssubscribe" || kind == "sunsubscribe", let channel = _ClusterSubscriber.channel(reply) {
                     confirmations = true
                     if kind == "ssubscribe" {
+                        if plan.placed[channel] == address { core.readStored(channel, on: &side, node: address) }
                         if let release = plan.confirmed(channel, on: address) { followUps.append(release) }
                     } else if plan.lost(channel, on: address) {
                         stale = true  // the node gave the slot up: find its new owner

@@ -13,16 +13,17 @@
         /// `historyLength > 0` each is an `XADD channel MAXLEN ~ historyLength * m message` instead
         /// (history mode; with `sharded`, sent to the key's primary as well).
         ///
-        /// With `retainedKeys` (the byte count of the channel prefix; `nil` in a cluster), a retained
-        /// post (kind `T` or `P`, always alone) is first stored: `SET <prefix>retained:<name>` with the
-        /// same message signed for the key; a clear (kind `c`) is preceded by the `DEL` of that key.
-        /// `command` is told the post count of every command appended, in order (zero for `SET`,
+        /// With `retainedKeys`, a retained post (kind `T` or `P`, always alone) is first stored: `SET
+        /// <prefix>retained:<name>` (in a cluster: the key in the channel's slot, see
+        /// `_RetainedOnServer.clusterKey`) with the same message signed for the key; a clear (kind
+        /// `c`) is preceded by the `DEL` of that key. A name of a cluster without such a key gets
+        /// neither: its message alone (the caller reports it). `command` is told the post count of every command appended, in order (zero for `SET`,
         /// `DEL` and a clear's own message); `sent` is told, right after the last command of each
         /// message (its `SET` or `DEL` included), which posts of `batch` it carried and the number it
         /// was given, so that the same commands can be appended again (see `_Resend`).
         func appendPublishes(
             _ batch: [_Outgoing], counts: [Int], signer: _Signer?, sharded: Bool = false, historyLength: Int = 0,
-            retainedKeys: Int? = nil, command: (_ posts: Int) -> Void = { _ in },
+            retainedKeys: _RetainedKeys? = nil, command: (_ posts: Int) -> Void = { _ in },
             sent: (_ posts: Range<Int>, _ first: UInt64) -> Void = { _, _ in },
             sequence: (_ channel: [UInt8], _ posts: Int) -> UInt64
         ) {
@@ -32,14 +33,16 @@
             for count in counts {
                 let channel = batch[start].channel
                 let kind = batch[start].message[_Wire.headerLength - 1]
-                if count == 1, let prefixLength = retainedKeys, _Wire.travelsAlone(kind) {
-                    let key = _RetainedOnServer.key(channel: channel, prefixLength: prefixLength)
+                if count == 1, let keys = retainedKeys, _Wire.travelsAlone(kind) {
+                    let key = keys.key(channel)
                     if kind == _Wire.clearRetained {
-                        output.append(contentsOf: Self.delPrefix)
-                        _appendLength(key.count, to: &output)
-                        output.append(contentsOf: key)
-                        output.append(contentsOf: [13, 10])
-                        command(0)
+                        if let key {
+                            output.append(contentsOf: Self.delPrefix)
+                            _appendLength(key.count, to: &output)
+                            output.append(contentsOf: key)
+                            output.append(contentsOf: [13, 10])
+                            command(0)
+                        }
                         let first = sequence(channel, 1)
                         appendMessage(
                             batch, start: start, count: 1, first: first, signer: signer,
@@ -50,17 +53,19 @@
                         continue
                     }
                     let first = sequence(channel, 1)
-                    output.append(contentsOf: Self.setPrefix)
-                    _appendLength(key.count, to: &output)
-                    output.append(contentsOf: key)
-                    output.append(contentsOf: [13, 10])
-                    _appendLength(batch[start].message.count + signature, to: &output)
-                    let frame = output.count
-                    output.append(contentsOf: batch[start].message)
-                    _Wire.setSequence(first, in: &output, at: frame)
-                    if let signer { signer.sign(channel: key, frameAt: frame, in: &output) }
-                    output.append(contentsOf: [13, 10])
-                    command(0)
+                    if let key {
+                        output.append(contentsOf: Self.setPrefix)
+                        _appendLength(key.count, to: &output)
+                        output.append(contentsOf: key)
+                        output.append(contentsOf: [13, 10])
+                        _appendLength(batch[start].message.count + signature, to: &output)
+                        let frame = output.count
+                        output.append(contentsOf: batch[start].message)
+                        _Wire.setSequence(first, in: &output, at: frame)
+                        if let signer { signer.sign(channel: key, frameAt: frame, in: &output) }
+                        output.append(contentsOf: [13, 10])
+                        command(0)
+                    }
                     appendMessage(
                         batch, start: start, count: 1, first: first, signer: signer, sharded: sharded,
                         historyLength: historyLength, cap: cap)

@@ -23,7 +23,10 @@
             case missed(count: Int)
             /// A message on a relayed channel was refused (oversized, unsigned or wrongly signed when a
             /// key is set, malformed, or of the other kind); also counted in
-            /// ``RedisRelay/rejectedMessages``.
+            /// ``RedisRelay/rejectedMessages``. In a cluster, also sent (and counted) once per name
+            /// whose braces leave no key for its retained post in its hash slot: such a name's
+            /// retained posts are relayed but not kept on the server (see the README's "Retained
+            /// posts").
             case rejected(reason: String)
             /// Handlers are slower than the posts arriving: more than ``Options/maxPendingPosts``
             /// received posts waited for them, so the oldest were dropped (counted in

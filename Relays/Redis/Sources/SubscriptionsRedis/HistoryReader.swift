@@ -134,20 +134,13 @@
                     // `RetainedOnServer.swift`).
                     let first = cursors.cursors[channel].map { $0.position == nil } ?? false
                     cursors.tip(channel, last: _newestID(reply, connection))
-                    if first {
-                        connection.append(core.storedRead(channel))
+                    if first, let read = core.storedRead(channel) {
+                        connection.append(read)
                         owed.append(.stored(channel))
                         if !connection.flush() { return "the connection failed while sending" }
                     }
                     _confirm(core, cursors)
-                case .stored(let channel):
-                    if reply.pointee.type == REDIS_REPLY_NIL {
-                        core.acceptStored(channel, nil, oversized: connection.gate?.takeOversized())
-                    } else if reply.pointee.type == REDIS_REPLY_STRING {
-                        core.acceptStored(channel, _replyBytes(reply))
-                    } else {
-                        _reject(core, "a stored retained post that is not a string")
-                    }
+                case .stored(let channel): _acceptStored(core, channel, reply, connection)
                 case .read(let count, let channels):
                     guard _read(core, reply, count: count, channels: channels, connection, &cursors) else {
                         return "the server's reply is malformed"
@@ -157,6 +150,20 @@
             }
         }
         return "closed"
+    }
+
+    /// Handles the reply to the `GETRANGE` of `channel`'s retained key (history mode, on one server
+    /// or a cluster node): a null is a value the connection's gate kept out; see `acceptStored`.
+    func _acceptStored(
+        _ core: _RelayCore, _ channel: String, _ reply: UnsafeMutablePointer<redisReply>, _ connection: _Connection
+    ) {
+        if reply.pointee.type == REDIS_REPLY_NIL {
+            core.acceptStored(channel, nil, oversized: connection.gate?.takeOversized())
+        } else if reply.pointee.type == REDIS_REPLY_STRING {
+            core.acceptStored(channel, _replyBytes(reply))
+        } else {
+            _reject(core, "a stored retained post that is not a string")
+        }
     }
 
     /// The constants of history reading, and what a command in flight is.

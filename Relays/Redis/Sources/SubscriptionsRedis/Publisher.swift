@@ -95,7 +95,7 @@
         var refusalReported = false
         var tails = _TailAnnouncements(interval: interval, now: lastSent, channels: sequences.keys)
         let announces = core.options.historyLength == 0
-        let retainedKeys = core.prefix.utf8.count
+        let retainedKeys = core.retainedKeys
         defer { if keeps { resend = inFlight.unanswered } }
         if !resend.isEmpty {
             for message in resend {

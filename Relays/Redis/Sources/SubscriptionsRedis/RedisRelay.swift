@@ -38,8 +38,9 @@
     ///   and forth. A post made *inside* a handler of such a received message, on the same name and
     ///   on the relay's thread, is local only as well.
     /// - **Retained posts.** A post of a relayed name made with `retain: true` is also kept on the
-    ///   server (the last one per name, as the key `<prefix>retained:<name>`, in both modes; not yet
-    ///   with ``Topology/cluster``): relays that hear it post it retained, and a relay that starts
+    ///   server (the last one per name, as the key `<prefix>retained:<name>`, in both modes; with
+    ///   ``Topology/cluster``, a key in the name's hash slot, `<prefix>retained:{<prefix><name>}`
+    ///   for a name without braces): relays that hear it post it retained, and a relay that starts
     ///   later reads it when the name's subscription is confirmed and posts it on its center as
     ///   retained, so `replay: true` subscribers and `retained(_:)` see it. `clearRetained` deletes
     ///   the key and clears the name on the relays that hear it. The last writer wins, per name. See
