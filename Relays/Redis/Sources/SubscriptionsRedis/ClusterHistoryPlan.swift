@@ -75,6 +75,14 @@
             error.hasPrefix("CLUSTERDOWN") || error.hasPrefix("TRYAGAIN") || error.hasPrefix("LOADING")
         }
 
+        /// Whether `error` refuses the command for good: neither a redirection (`-MOVED`, `-ASK`)
+        /// nor a passing state of the cluster (`isTransient`). Such a refusal of a retained key's
+        /// read is a `.permissionDenied` event; the others are not (the name is read again where
+        /// it is served next).
+        static func isRefusal(_ error: String) -> Bool {
+            _Redirect(error) == nil && !isTransient(error)
+        }
+
         /// The channels read on `node`, grouped by slot, in slot order and name order within one: a
         /// cluster refuses a command whose keys are in different slots (`CROSSSLOT`), so each `XREAD`
         /// reads one group. Names that share a hash tag share a group.

@@ -255,7 +255,7 @@
                     let text = String(
                         decoding: UnsafeRawBufferPointer(start: reply.pointee.str, count: Int(reply.pointee.len)),
                         as: UTF8.self)
-                    if case .stored = what, _Redirect(text) == nil, !_ClusterHistoryPlan.isTransient(text) {
+                    if case .stored = what, _ClusterHistoryPlan.isRefusal(text) {
                         // A refused read of a retained key is only reported: the name is read all
                         // the same.
                         core.events.emit(.permissionDenied(text))

@@ -186,9 +186,7 @@
             switch reply {
             case .string(let bytes): bytes.withUnsafeBytes { acceptStored(channel, $0) }
             case .error(let text):
-                if _Redirect(text) == nil && !_ClusterHistoryPlan.isTransient(text) {
-                    events.emit(.permissionDenied(text))
-                }
+                if _ClusterHistoryPlan.isRefusal(text) { events.emit(.permissionDenied(text)) }
             default: _reject(self, "a stored retained post that is not a string")
             }
         }

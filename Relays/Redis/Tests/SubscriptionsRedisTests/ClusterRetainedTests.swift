@@ -43,32 +43,12 @@ struct ClusterRetainedKeyTests {
 extension ClusterTests {
     private static let retainedSecret = Array("a shared secret of thirty-two by".utf8)
 
-    /// The slot map once every live node says `cluster_state:ok` and every primary answers (an
-    /// earlier fault's failover is over). Waits at most 30 s.
-    private func retainedMap() async -> _SlotMap? {
-        var agreed: _SlotMap?
-        let settled = await settles(timeout: .seconds(30)) {
-            guard clusterIsOK(), let map = clusterMap(),
-                map.primaries.allSatisfy({ redisCall($0.port, ["PING"]) != nil })
-            else { return false }
-            agreed = map
-            return true
-        }
-        return settled ? agreed : nil
-    }
-
-    /// Every node that answers, as seeds (earlier faults may have killed the first two).
-    private var retainedURL: String {
-        let live = (TopologyEnvironment.clusterPorts ?? []).filter { redisCall($0, ["PING"]) != nil }
-        return "redis://" + live.map { "127.0.0.1:\($0)" }.joined(separator: ",")
-    }
-
     private func retainedRelay(
         _ center: PostCenter, prefix: String, history: Int, signed: Bool = true
     ) throws -> RedisRelay {
         var options = RetainedTests.options(history: history, key: signed ? Self.retainedSecret : nil)
         options.topology = .cluster
-        return try RedisRelay(center: center, url: retainedURL, channelPrefix: prefix, options: options)
+        return try RedisRelay(center: center, url: liveClusterURL, channelPrefix: prefix, options: options)
     }
 
     /// The value of `key` on the node that owns its slot in `map`: `nil` when it does not exist.
@@ -88,7 +68,7 @@ extension ClusterTests {
     /// start after it, and no relay keeps more than 2 connections per primary once it is done.
     @Test(arguments: [0, 10_000])
     func aRetainedPostOnAClusterIsStoredInItsSlotAndPostedRetainedByALaterRelay(history: Int) async throws {
-        let map = try #require(await retainedMap())
+        let map = try #require(await settledMap())
         let primaries = map.primaries.sorted { $0.port < $1.port }
         let prefix = uniquePrefix()
         let clientsBefore = connectedClients(primaries)
@@ -153,7 +133,7 @@ extension ClusterTests {
     /// refused; the same message signed for the key is taken.
     @Test(arguments: [0, 10_000])
     func aForgedStoredValueOnAClusterIsRefused(history: Int) async throws {
-        let map = try #require(await retainedMap())
+        let map = try #require(await settledMap())
         let prefix = uniquePrefix()
         let signer = _Signer(key: Self.retainedSecret)
         var header = otherRelayHeader
@@ -190,7 +170,7 @@ extension ClusterTests {
     /// relayed (running relays retain them) but not stored, reported once as `.rejected` naming it.
     @Test(arguments: [0, 10_000])
     func aNameWithNoRetainedKeyInItsSlotIsRelayedAndReportedOnce(history: Int) async throws {
-        let map = try #require(await retainedMap())
+        let map = try #require(await settledMap())
         let prefix = uniquePrefix()
         let name = "a}b"
         let a = PostCenter()
@@ -226,7 +206,7 @@ extension ClusterTests {
     /// dropped, every reply matched to its command), received once in order, and the key, moved
     /// with its slot, holds the last one for a relay that starts later.
     @Test func historyModeRetainedPostsFollowAReshardAndTheLastOneIsStored() async throws {
-        let map = try #require(await retainedMap())
+        let map = try #require(await settledMap())
         let source = try #require(map.primaries.sorted { $0.port < $1.port }.first)
         let target = try #require(map.primaries.sorted { $0.port < $1.port }.last)
         let prefix = uniquePrefix()
@@ -268,7 +248,7 @@ extension ClusterTests {
         // none run twice.
         let sets = zip(primaries.map { redisCalls($0.port, "set") }, setsBefore).map { $0 - $1 }.reduce(0, +)
         #expect(sets == made)
-        let refusedSets = redisInfo(source.port, "commandstats", "cmdstat_set") ?? ""
+        let sourceSetStats = redisInfo(source.port, "commandstats", "cmdstat_set") ?? ""
         // The key moved with its slot and holds the last post, for a relay that starts now.
         let key = prefix + "retained:{" + prefix + moving + "}"
         #expect(_ClusterSlot.of(key) == _ClusterSlot.of(prefix + moving))
@@ -284,7 +264,7 @@ extension ClusterTests {
         #expect(later.retained(topic)?.seq == made - 1)
         print(
             "cluster retained reshard (\(count) slots): made \(made), received \(received.count), SETs \(sets), "
-                + "source's SET stats \(refusedSets), \(relayA.dropCounts)")
+                + "source's SET stats \(sourceSetStats), \(relayA.dropCounts)")
         withExtendedLifetime((tokens, laterToken)) {}
     }
 }

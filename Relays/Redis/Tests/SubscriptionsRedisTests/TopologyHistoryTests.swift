@@ -12,8 +12,9 @@ extension ClusterTests {
 
     /// The slot map once every live node says `cluster_state:ok` and the same map, and every
     /// primary of it answers: an earlier fault's failover is over (a node that has not heard of it
-    /// would send a relay to a dead primary). Waits at most 30 s.
-    private func settledMap() async -> _SlotMap? {
+    /// would send a relay to a dead primary). Waits at most 30 s. Also used by
+    /// ClusterRetainedTests.
+    func settledMap() async -> _SlotMap? {
         var agreed: _SlotMap?
         let settled = await settles(timeout: .seconds(30)) {
             let maps = (TopologyEnvironment.clusterPorts ?? []).compactMap { port -> _SlotMap? in
@@ -30,8 +31,9 @@ extension ClusterTests {
     }
 
     /// The cluster's URL with every node that answers as a seed: the two seeds of
-    /// `TopologyEnvironment.clusterURL` may both have been killed by earlier faults.
-    private var liveClusterURL: String {
+    /// `TopologyEnvironment.clusterURL` may both have been killed by earlier faults. Also used by
+    /// ClusterRetainedTests.
+    var liveClusterURL: String {
         let live = (TopologyEnvironment.clusterPorts ?? []).filter { redisCall($0, ["PING"]) != nil }
         return "redis://" + live.map { "127.0.0.1:\($0)" }.joined(separator: ",")
     }
