@@ -27,7 +27,7 @@
                 if let owner, nodes[owner] != nil {
                     perNode[owner, default: ([], [])].batch.append(contentsOf: batch[start..<(start + count)])
                     perNode[owner, default: ([], [])].counts.append(count)
-                } else if keepsCommands {
+                } else if recovers {
                     held.append(contentsOf: batch[start..<(start + count)])
                 } else {
                     // Never numbered, as the standalone publisher's posts made while disconnected:
@@ -46,36 +46,23 @@
             for (address, work) in perNode {
                 let connection = nodes[address]!.connection
                 // Each command is owed a reply, counted for its posts (none for a retained post's SET
-                // or DEL); in history mode its bytes are kept with its message's slot, to be sent
-                // again: a SET or DEL shares its message's slot, so it is redirected, and sent
+                // or DEL), and its bytes are kept, to be sent again if the node declines it: a SET or
+                // DEL is a command of its own, in its message's slot, so it is redirected, and sent
                 // again, with it.
                 if nodes[address]!.inFlight.commands == 0 { nodes[address]!.progress = now }
-                var kept: [_Kept] = []
-                var slotted = 0
-                var mark = connection.pendingOutputCount
-                let keeps = keepsCommands
+                let first = connection.pendingOutputCount
+                var commands: [(end: Int, posts: Int)] = []
                 connection.appendPublishes(
                     work.batch, counts: work.counts, signer: core.signer, sharded: true,
                     historyLength: core.options.historyLength,
                     retainedKeys: retainedKeys,
-                    command: { posts in
-                        nodes[address]!.inFlight.push(posts)
-                        guard keeps else { return }
-                        kept.append(_Kept(slot: 0, bytes: connection.pendingOutput(from: mark), posts: posts))
-                        mark = connection.pendingOutputCount
-                    },
-                    sent: { posts, _ in
-                        guard keeps else { return }
-                        let slot = _ClusterSlot.of(work.batch[posts.lowerBound].channel)
-                        for index in slotted..<kept.count { kept[index].slot = slot }
-                        slotted = kept.count
-                    },
+                    command: { posts in commands.append((connection.pendingOutputCount - first, posts)) },
                     sequence: { channel, posts in
                         let first = sequences[channel, default: 0]
                         sequences[channel] = first &+ UInt64(posts)
                         return first
                     })
-                if keepsCommands { nodes[address]!.sent.append(contentsOf: kept.map(Optional.some)) }
+                nodes[address]!.record(connection.pendingOutput(from: first), commands: commands)
                 nodes[address]!.lastSent = now
                 if !connection.flush() { fail(address, "the connection failed while sending") }
             }
@@ -104,13 +91,12 @@
             var redirected: [_Redirect] = []
             var again: [(kept: _Kept, redirect: _Redirect?)] = []
             var waited = false
-            let keeps = keepsCommands
             let open = node.connection.readPublishReplies { error in
                 guard let posts = node.inFlight.pop() else {
                     unexpected = true
                     return
                 }
-                let kept = keeps && !node.sent.isEmpty ? node.sent.removeFirst() : nil
+                let kept = node.sent.removeFirst(declined: error != nil)
                 replies += 1
                 if let error {
                     if let redirect = _Redirect(error) {
@@ -174,7 +160,7 @@
                 let asking = redirect?.asking == true ? redirect?.node : nil
                 guard let target = asking ?? map?.owner(of: kept.slot), let connection = nodes[target]?.connection
                 else {
-                    if keepsCommands && asking == nil && kept.waits < 300 {
+                    if asking == nil && kept.waits < 300 {
                         // Its primary has no connection (yet): wait for the map and try again.
                         var kept = kept
                         kept.waits += 1
@@ -192,7 +178,7 @@
                 if asking != nil {
                     connection.append(["ASKING"])
                     nodes[target]!.inFlight.push(0)
-                    nodes[target]!.sent.append(nil)
+                    nodes[target]!.sent.appendMark()
                 }
                 connection.appendFormatted(kept.bytes)
                 nodes[target]!.inFlight.push(kept.posts)
@@ -208,7 +194,7 @@
         /// Gives a node's connection up: its posts in flight are unacknowledged, the map is read
         /// again (a replica may take over), and the loss is announced naming the node.
         mutating func fail(_ address: _Address, _ reason: String) {
-            forget(address, keep: keepsCommands && !core.stopping.load(ordering: .acquiring))
+            forget(address, keep: recovers && !core.stopping.load(ordering: .acquiring))
             needsConnect = true
             retryAt[address] = ContinuousClock.now + _jittered(delay)
             stale = true
@@ -224,7 +210,7 @@
                 core.drops.unacknowledged.add(node.inFlight.posts, ordering: .relaxed)
                 return
             }
-            for case var kept? in node.sent {
+            for var kept in node.sent.remaining {
                 kept.lostConnection = true
                 retries.append((kept, nil))
             }

@@ -5,26 +5,28 @@
     /// primary of the slot map (pipelined, at most `pipelineDepth` commands in flight in all).
     ///
     /// Counting is the standalone publisher's: each reply counts its posts published, or refused for
-    /// an error reply (a `-MOVED` during a slot move is one: the map is read again and the next posts
-    /// go to the new owner); the posts in flight on a connection that fails are unacknowledged;
-    /// posts for a primary that cannot be reached are dropped as disconnected. Sequence numbers are
-    /// per channel and survive every change of node, so receivers see each loss as a gap.
+    /// an error reply; the posts in flight on a connection that fails are unacknowledged; posts for
+    /// a primary that cannot be reached are dropped as disconnected. Sequence numbers are per channel
+    /// and survive every change of node, so receivers see each loss as a gap.
     ///
-    /// In history mode an `XADD` answered `-MOVED` or `-ASK` is sent again, the same bytes, to the
-    /// slot's new owner (after the map was read again) or, with `ASKING`, to the node the `-ASK`
-    /// names; at most 5 times, then it is refused. Until the redirecting node answered every command
-    /// it was sent, no new message is taken, so that the commands sent again precede every later one
-    /// of their names: order per sender holds across a reshard, and what the old owner refused is
-    /// not lost. An `XADD` answered `CLUSTERDOWN` or `TRYAGAIN` (a failed primary not replaced yet,
-    /// which makes every node refuse writes) is sent again the same way, to the slot's owner in a map
-    /// read anew, every 100 ms for at most 30 s.
+    /// A command the cluster declined without running it is sent again, in both modes (it ran
+    /// nowhere, so sending it again duplicates nothing): one answered `-MOVED` or `-ASK` (sent in
+    /// the moment its slot moved: an `SPUBLISH`, an `XADD`, a retained post's `SET` or `DEL`) goes
+    /// again, the same bytes, to the slot's new owner (after the map was read again) or, with
+    /// `ASKING`, to the node the `-ASK` names; at most 5 times, then it is refused. Until the
+    /// redirecting node answered every command it was sent, no new message is taken, so that the
+    /// commands sent again precede every later one of their names: order per sender holds across a
+    /// reshard, and what the old owner refused is not lost. One answered `CLUSTERDOWN` or `TRYAGAIN`
+    /// (a failed primary not replaced yet, which makes every node refuse writes) is sent again the
+    /// same way, to the slot's owner in a map read anew, every 100 ms for at most 30 s.
     ///
     /// History mode loses nothing to a primary that cannot be reached either: the commands in
     /// flight on a connection that fails are sent again the same way (to the slot's owner in a map
     /// read anew, every 100 ms for at most 30 s, while it has no connection), and posts for a
     /// primary without a connection go back to the head of the outbox, which is not drained for
     /// 100 ms (the map is read again meanwhile). Only when the relay stops are such commands
-    /// counted (`unacknowledged`) and the queue dropped (`disconnected`).
+    /// counted (`unacknowledged`) and the queue dropped (`disconnected`). Pub/sub mode sends no
+    /// command of a failed connection again (it may have run: at most once).
     func _runClusterPublisher(_ core: _RelayCore) {
         var state = _ClusterPublisher(core: core)
         state.run()
@@ -54,14 +56,98 @@
         /// When a reply last came, or the first owed one was sent.
         var progress = ContinuousClock.now
         var refusalReported = false
-        /// History mode: the commands in flight, oldest first, beside `inFlight` (`nil` for an
-        /// `ASKING`), to send one again when a redirection answers it.
-        var sent: [_Kept?] = []
+        /// The commands in flight, oldest first, beside `inFlight`, to send one again when the node
+        /// declines it.
+        var sent = _SentCommands()
+
+        /// Commands just formatted into the connection's output, one after another: each is owed a
+        /// reply (counted for its posts) and kept until it is answered (see `_SentCommands`).
+        mutating func record(_ formatted: ArraySlice<UInt8>, commands: [(end: Int, posts: Int)]) {
+            for command in commands { inFlight.push(command.posts) }
+            sent.append(formatted, commands: commands)
+        }
+    }
+
+    /// The commands in flight on one connection, oldest first, kept to be sent again if the node
+    /// declines one: their bytes in one buffer, copied once per batch (no allocation or copy per
+    /// command: a reply that accepts its command only moves the head), each command a range of it;
+    /// a `PING` or an `ASKING` is a mark without bytes. Owned by the publisher thread.
+    struct _SentCommands {
+        private struct Entry {
+            var start: Int
+            var end: Int
+            var kept: _Kept
+        }
+        private var bytes: [UInt8] = []
+        private var entries: [Entry?] = []
+        private var head = 0
+
+        var isEmpty: Bool { head == entries.count }
+
+        /// A `PING` or an `ASKING`: owed a reply, never sent again.
+        mutating func appendMark() { entries.append(nil) }
+
+        /// Commands formatted one after another in `formatted`: each one's end (an offset in
+        /// `formatted`) and the posts it carries.
+        mutating func append(_ formatted: ArraySlice<UInt8>, commands: [(end: Int, posts: Int)]) {
+            let origin = bytes.count
+            var start = origin
+            bytes.append(contentsOf: formatted)
+            for command in commands {
+                let end = origin + command.end
+                entries.append(Entry(start: start, end: end, kept: _Kept(bytes: [], posts: command.posts)))
+                start = end
+            }
+        }
+
+        /// A command sent again: its bytes and counts are `kept`'s.
+        mutating func append(_ kept: _Kept) {
+            let start = bytes.count
+            bytes.append(contentsOf: kept.bytes)
+            var entry = Entry(start: start, end: bytes.count, kept: kept)
+            entry.kept.bytes = []
+            entries.append(entry)
+        }
+
+        /// The oldest command, removed: `nil` for a mark, or when none is left. Its bytes are copied
+        /// out only when `declined` (the reply refused it): an accepted one costs no copy.
+        mutating func removeFirst(declined: Bool) -> _Kept? {
+            guard head < entries.count else { return nil }
+            let entry = entries[head]
+            head += 1
+            var kept = entry?.kept
+            if declined, let entry { kept?.bytes = Array(bytes[entry.start..<entry.end]) }
+            if head == entries.count {
+                entries.removeAll(keepingCapacity: true)
+                bytes.removeAll(keepingCapacity: bytes.capacity <= 1 << 20)
+                head = 0
+            } else if head > 1024 && head * 2 > entries.count {
+                entries.removeFirst(head)
+                head = 0
+                let drop = entries.lazy.compactMap { $0?.start }.first ?? bytes.count
+                bytes.removeFirst(drop)
+                for index in entries.indices where entries[index] != nil {
+                    entries[index]!.start -= drop
+                    entries[index]!.end -= drop
+                }
+            }
+            return kept
+        }
+
+        /// Every command still in flight, oldest first, with its bytes; the marks left out.
+        var remaining: [_Kept] {
+            entries[head...].compactMap { entry in
+                guard let entry else { return nil }
+                var kept = entry.kept
+                kept.bytes = Array(bytes[entry.start..<entry.end])
+                return kept
+            }
+        }
     }
 
     /// A command kept to be sent again when a redirection answers it.
     struct _Kept {
-        var slot: Int
+        /// The command, formatted (RESP): an `SPUBLISH`, `XADD`, `SET` or `DEL` the relay wrote.
         var bytes: [UInt8]
         var posts: Int
         /// Redirections met.
@@ -70,6 +156,23 @@
         var waits = 0
         /// Sent again because its connection failed before the answer (not for a redirection).
         var lostConnection = false
+
+        /// The slot of the command's first argument: its channel or key, which share the slot of
+        /// the message's channel (a retained post's key is chosen so). Read from the bytes, only for
+        /// a command sent again; 0 for bytes that are no such command.
+        var slot: Int {
+            // `*<n>\r\n`, `$<n>\r\n`, the command's name, `\r\n`, then `$<length>\r\n<argument>`.
+            var index = 0
+            func line() -> ArraySlice<UInt8>? {
+                guard let end = bytes[index...].firstIndex(of: 13), end + 1 < bytes.count else { return nil }
+                defer { index = end + 2 }
+                return bytes[index..<end]
+            }
+            guard line() != nil, line() != nil, line() != nil, let length = line()?.dropFirst(),
+                let count = Int(String(decoding: length, as: UTF8.self)), index + count <= bytes.count
+            else { return 0 }
+            return _ClusterSlot.of(bytes[index..<(index + count)])
+        }
     }
 
     /// The publisher thread's state; owned by that thread alone.
@@ -97,8 +200,9 @@
         var sequences: [[UInt8]: UInt64] = [:]
         /// Each channel's owner, cached per map (a channel's slot costs a CRC16 of its name).
         var owners: [[UInt8]: _Address] = [:]
-        /// History mode: redirected commands are sent again (see `_runClusterPublisher`).
-        let keepsCommands: Bool
+        /// History mode: commands in flight on a failed connection are sent again, and posts for a
+        /// primary without a connection wait for it (see `_runClusterPublisher`).
+        let recovers: Bool
         /// Which key holds each name's retained post (see `_RetainedOnServer.clusterKey`).
         let retainedKeys: _RetainedKeys
         /// The channels reported once as having no retained key in their slot.
@@ -123,7 +227,7 @@
             self.stale = map == nil
             self.delay = core.options.reconnectDelay.lowerBound
             self.refreshDelay = core.options.reconnectDelay.lowerBound
-            self.keepsCommands = core.options.historyLength > 0
+            self.recovers = core.options.historyLength > 0
             self.retainedKeys = core.retainedKeys
         }
 
@@ -181,8 +285,8 @@
                 for (address, node) in nodes where node.inFlight.commands == 0 && now - node.lastSent >= interval {
                     node.connection.append(["PING"])
                     nodes[address]!.inFlight.push(0)
-                    // History mode: one entry per command in flight, so that replies stay paired.
-                    if keepsCommands { nodes[address]!.sent.append(nil) }
+                    // One entry per command in flight, so that replies stay paired.
+                    nodes[address]!.sent.appendMark()
                     nodes[address]!.progress = now
                     nodes[address]!.lastSent = now
                     if !node.connection.flush() { fail(address, "the connection failed while sending") }

@@ -137,8 +137,8 @@
         var pendingOutputCount: Int { output.count }
 
         /// The bytes appended since `mark` and not sent yet: a command's, kept to be sent again
-        /// elsewhere (a cluster's redirected `XADD`).
-        func pendingOutput(from mark: Int) -> [UInt8] { Array(output[mark...]) }
+        /// elsewhere (a cluster's redirected command). Valid until the next append or flush.
+        func pendingOutput(from mark: Int) -> ArraySlice<UInt8> { output[mark...] }
 
         /// Appends bytes that are already formatted commands (see `pendingOutput(from:)`).
         func appendFormatted(_ bytes: [UInt8]) { output.append(contentsOf: bytes) }

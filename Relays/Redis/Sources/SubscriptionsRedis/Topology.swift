@@ -16,7 +16,11 @@
             /// subscriber and one publisher connection per primary that is needed. The map is read
             /// again on `-MOVED` or `-ASK`, on a `SUNSUBSCRIBE` the server sends when a slot moves, and
             /// after a connection loss; a name whose slot moved is subscribed on its new owner before
-            /// the old subscription is given up, and ``Event/topologyChanged`` is sent.
+            /// the old subscription is given up, and ``Event/topologyChanged`` is sent. A command a
+            /// node declines without running it (`-MOVED`, `-ASK`, `CLUSTERDOWN`, `TRYAGAIN`) is sent
+            /// again where its slot is served, in both modes, before any later post of its name; what
+            /// a node may have run (the commands in flight on a connection that fails) is sent again
+            /// in history mode only.
             ///
             /// In history mode (``Options/historyLength`` > 0) each name's stream is the key
             /// `<channelPrefix><name>`, in the slot of the name's channel: `XADD` goes to the primary

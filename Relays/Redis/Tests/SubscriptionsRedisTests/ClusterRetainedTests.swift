@@ -43,7 +43,7 @@ struct ClusterRetainedKeyTests {
 extension ClusterTests {
     private static let retainedSecret = Array("a shared secret of thirty-two by".utf8)
 
-    private func retainedRelay(
+    func retainedRelay(
         _ center: PostCenter, prefix: String, history: Int, signed: Bool = true
     ) throws -> RedisRelay {
         var options = RetainedTests.options(history: history, key: signed ? Self.retainedSecret : nil)
@@ -52,7 +52,7 @@ extension ClusterTests {
     }
 
     /// The value of `key` on the node that owns its slot in `map`: `nil` when it does not exist.
-    private func storedValue(_ map: _SlotMap, _ key: String) -> [UInt8]? {
+    func storedValue(_ map: _SlotMap, _ key: String) -> [UInt8]? {
         guard let owner = map.owner(ofChannel: key), case .string(let bytes) = redisCall(owner.port, ["GET", key])
         else { return nil }
         return bytes

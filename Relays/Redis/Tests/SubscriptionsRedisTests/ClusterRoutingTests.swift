@@ -183,4 +183,88 @@ struct ClusterRoutingTests {
         #expect(commands.isEmpty && moved.isEmpty)
         #expect(plan.placed[x] == a)
     }
+
+    /// A command in RESP, as the publisher formats it.
+    private func command(_ words: [String]) -> [UInt8] {
+        var bytes = Array("*\(words.count)\r\n".utf8)
+        for word in words { bytes += Array("$\(word.utf8.count)\r\n\(word)\r\n".utf8) }
+        return bytes
+    }
+
+    /// A command sent again goes to the owner of its first argument's slot: the channel of an
+    /// `SPUBLISH` or `XADD`, the key of a retained post's `SET` or `DEL` (in the channel's slot).
+    @Test func aKeptCommandsSlotIsItsChannelsOrKeys() {
+        let channel = "app:chat"
+        let slot = _ClusterSlot.of(channel)
+        let commands = [
+            command(["SPUBLISH", channel, "message"]),
+            command(["XADD", channel, "MAXLEN", "~", "10000", "*", "m", "message"]),
+            command(["SET", "app:retained:{app:chat}", "value"]),
+            command(["DEL", "app:retained:{app:chat}"]),
+        ]
+        for bytes in commands { #expect(_Kept(bytes: bytes, posts: 1).slot == slot) }
+        #expect(
+            _Kept(bytes: command(["SET", "app:retained:{user1}.mode", "v"]), posts: 0).slot == _ClusterSlot.of("user1"))
+        // Not such a command: slot 0, never a crash.
+        for bytes in [[], Array("*2\r\n$3\r\nDEL".utf8), Array("*2\r\n$3\r\nDEL\r\n$9\r\nkey\r\n".utf8)] {
+            #expect(_Kept(bytes: bytes, posts: 0).slot == 0)
+        }
+    }
+
+    /// `_SentCommands` against a plain array of what was sent: random batches of commands, marks
+    /// and commands sent again, removed oldest first, accepted or declined, past its compaction
+    /// (more than 1,024 removed while others are in flight): every declined command comes back
+    /// with its own bytes and posts, every mark as `nil`, and what is left in flight is what the
+    /// model holds.
+    @Test func sentCommandsGiveEachCommandItsOwnBytesInOrder() {
+        var random = SplitMix64(state: 40)
+        var sent = _SentCommands()
+        var model: [(bytes: [UInt8], posts: Int)?] = []
+        var serial = 0
+        for _ in 0..<20_000 {
+            switch random.next() % 4 {
+            case 0, 1:
+                // A batch formatted into an output buffer that held other bytes before it.
+                var output = Array(repeating: UInt8(ascii: "x"), count: Int(random.next() % 5))
+                let first = output.count
+                var commands: [(end: Int, posts: Int)] = []
+                for _ in 0..<Int(random.next() % 4) {
+                    serial += 1
+                    let bytes = command(["SPUBLISH", "c\(serial)", String(repeating: "m", count: serial % 7)])
+                    output += bytes
+                    let posts = Int(random.next() % 3)
+                    commands.append((output.count - first, posts))
+                    model.append((bytes, posts))
+                }
+                sent.append(output[first...], commands: commands)
+            case 2:
+                if random.next() % 3 == 0 {
+                    sent.appendMark()
+                    model.append(nil)
+                } else {
+                    serial += 1
+                    let bytes = command(["XADD", "again\(serial)", "*", "m", "x"])
+                    sent.append(_Kept(bytes: bytes, posts: 1))
+                    model.append((bytes, 1))
+                }
+            default:
+                // Replies: up to a few, oldest first; most accepted, some declined.
+                for _ in 0..<Int(random.next() % 6) where !model.isEmpty {
+                    let expected = model.removeFirst()
+                    let declined = random.next() % 5 == 0
+                    let kept = sent.removeFirst(declined: declined)
+                    #expect(kept?.posts == expected?.posts)
+                    #expect((kept == nil) == (expected == nil))
+                    if declined, let expected { #expect(kept?.bytes == expected.bytes) }
+                }
+            }
+        }
+        #expect(sent.remaining.map(\.bytes) == model.compactMap { $0?.bytes })
+        while !model.isEmpty {
+            let expected = model.removeFirst()
+            #expect(sent.removeFirst(declined: true)?.bytes == expected?.bytes)
+        }
+        #expect(sent.isEmpty)
+        #expect(sent.removeFirst(declined: true) == nil)
+    }
 }

@@ -1,0 +1,144 @@
+import Foundation
+import Subscriptions
+import Testing
+
+@testable import SubscriptionsRedis
+
+/// Commands a cluster node declines without running them (`-MOVED`, `-ASK`) are sent again in
+/// pub/sub mode too: the publisher is made to meet them on purpose, by moving a slot behind its
+/// back (it reads the map again only when a node tells it to). In the cluster suite (an
+/// extension), serialized with its faults.
+extension ClusterTests {
+    /// Pub/sub mode: a slot moved behind the publisher's back (its map still names the old owner),
+    /// so the retained post's `SET` and its `SPUBLISH` are answered `-MOVED`: both are sent again
+    /// to the new owner, the post arrives, none is refused, and the value is stored there; the slot
+    /// moved back (its key migrated with it), a clear's `DEL` and message are answered `-MOVED` in
+    /// turn and sent again: the key is deleted and the receiver clears the name.
+    @Test func aRetainedPostAndAClearAnsweredMovedInPubSubModeAreSentAgainToTheNewOwner() async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "theme"
+        let channel = prefix + name
+        let key = prefix + "retained:{" + channel + "}"
+        let slot = _ClusterSlot.of(channel)
+        let source = try #require(map.owner(of: slot))
+        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
+        let logB = EventLog(relayB)
+        let flags = Collector<String>()
+        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+
+        #expect(moveSlot(slot, from: source, to: target, primaries: map.primaries))
+        // B follows (the old owner's SUNSUBSCRIBE); A's publisher knows of nothing yet.
+        #expect(await settles { logB.count { $0 == .topologyChanged } >= 1 && relayB.waitUntilReady(timeout: .zero) })
+        let movedBefore = movedCount(source)
+        a.post(name, flag: "dark", retain: true)
+        #expect(await settles { flags.values == ["dark"] }, "\(flags.values), dropped \(relayA.dropCounts)")
+        #expect(await settles { relayA.publishedPosts == 1 })
+        #expect(movedCount(source) >= movedBefore + 2, "the SET and the SPUBLISH met -MOVED")
+        #expect(relayA.dropCounts.refused == 0)
+        #expect(relayB.missedPosts == 0)
+        #expect(await settles { storedValue(map: target, key) != nil })
+
+        // Back to the source, the key migrated with the slot; A's map names the target now.
+        #expect(moveSlot(slot, from: target, to: source, primaries: map.primaries, migratingKeys: true))
+        #expect(await settles { logB.count { $0 == .topologyChanged } >= 2 && relayB.waitUntilReady(timeout: .zero) })
+        #expect(storedValue(map: source, key) != nil)
+        #expect(b.retained(name)?.flag == "dark")
+        let movedOnTarget = movedCount(target)
+        a.clearRetained(name)
+        #expect(await settles { storedValue(map: source, key) == nil }, "the DEL was sent again to the source")
+        #expect(await settles { b.retained(name) == nil }, "the clear's message was sent again")
+        #expect(movedCount(target) >= movedOnTarget + 2, "the DEL and the clear's SPUBLISH met -MOVED")
+        #expect(relayA.dropCounts.refused == 0)
+        #expect(relayA.publishedPosts == 1)  // a clear is no post
+        withExtendedLifetime(tokens) {}
+    }
+
+    /// Pub/sub mode: while a slot migrates, its old owner still runs an `SPUBLISH` (sharded pub/sub
+    /// has no keys to move) but answers a `SET` of a key it does not hold with `-ASK`: the `SET` is
+    /// sent again, after `ASKING`, to the importing node, so the value is where the slot ends up, and
+    /// a relay that starts after the move posts it retained.
+    @Test func aRetainedPostsSetAnsweredAskInPubSubModeIsStoredOnTheImportingNode() async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "mode"
+        let channel = prefix + name
+        let key = prefix + "retained:{" + channel + "}"
+        let slot = _ClusterSlot.of(channel)
+        let source = try #require(map.owner(of: slot))
+        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
+        let flags = Collector<String>()
+        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+
+        let ids = try #require(nodeIDs(source, target))
+        #expect(redisCall(target.port, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", ids.source])?.text == "OK")
+        #expect(redisCall(source.port, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", ids.target])?.text == "OK")
+        let askedBefore = askCount(source)
+        a.post(name, flag: "on", retain: true)
+        #expect(await settles { flags.values == ["on"] })  // the SPUBLISH ran on the old owner
+        #expect(await settles { relayA.publishedPosts == 1 })
+        #expect(await settles { redisCalls(target.port, "asking") > 0 && askCount(source) > askedBefore })
+        #expect(await settles { keyCount(target, slot) == 1 }, "the SET ran on the importing node")
+        #expect(keyCount(source, slot) == 0)
+        #expect(finishMove(slot, to: target, ids: ids, primaries: map.primaries))
+        #expect(await settles { storedValue(map: target, key) != nil })
+        #expect(relayA.dropCounts.refused == 0)
+
+        let c = PostCenter()
+        let relayC = try retainedRelay(c, prefix: prefix, history: 0)
+        let tokenC = relayC.relay(name)
+        #expect(await settles { c.retained(name)?.flag == "on" })
+        withExtendedLifetime((tokens, tokenC)) {}
+    }
+
+    /// The value of `key` on `node` (which must own its slot): `nil` when it does not exist.
+    private func storedValue(map node: _Address, _ key: String) -> [UInt8]? {
+        guard case .string(let bytes) = redisCall(node.port, ["GET", key]) else { return nil }
+        return bytes
+    }
+
+    /// How many keys `node` holds in `slot`.
+    private func keyCount(_ node: _Address, _ slot: Int) -> Int {
+        guard case .integer(let count) = redisCall(node.port, ["CLUSTER", "COUNTKEYSINSLOT", "\(slot)"]) else {
+            return -1
+        }
+        return Int(count)
+    }
+
+    /// The `-MOVED` and `-ASK` answers `node` gave (`INFO errorstats`), 0 when none.
+    private func movedCount(_ node: _Address) -> Int { errorCount(node, "MOVED") }
+    private func askCount(_ node: _Address) -> Int { errorCount(node, "ASK") }
+
+    private func errorCount(_ node: _Address, _ error: String) -> Int {
+        guard let stat = redisInfo(node.port, "errorstats", "errorstat_\(error)") else { return 0 }
+        return Int(stat.dropFirst("count=".count)) ?? 0
+    }
+
+    private func nodeIDs(_ source: _Address, _ target: _Address) -> (source: String, target: String)? {
+        guard let sourceID = redisCall(source.port, ["CLUSTER", "MYID"])?.text,
+            let targetID = redisCall(target.port, ["CLUSTER", "MYID"])?.text
+        else { return nil }
+        return (sourceID, targetID)
+    }
+
+    /// Gives `slot` to `target` on every primary (the end of a migration).
+    private func finishMove(
+        _ slot: Int, to target: _Address, ids: (source: String, target: String), primaries: Set<_Address>
+    ) -> Bool {
+        var done = redisCall(target.port, ["CLUSTER", "SETSLOT", "\(slot)", "NODE", ids.target])?.text == "OK"
+        for primary in primaries where primary != target {
+            done = redisCall(primary.port, ["CLUSTER", "SETSLOT", "\(slot)", "NODE", ids.target])?.text == "OK" && done
+        }
+        return done
+    }
+}
