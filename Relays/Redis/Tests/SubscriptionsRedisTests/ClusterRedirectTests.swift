@@ -101,6 +101,56 @@ extension ClusterTests {
         withExtendedLifetime((tokens, tokenC)) {}
     }
 
+    /// Pub/sub mode: while a name's primary cannot be reached (killed, then started again before
+    /// the node timeout, so no replica takes over), a post of the name is dropped as `disconnected`
+    /// and a clear of it is not counted at all (a clear is no post); the name works again after.
+    @Test func aClearForAPrimaryWithoutAConnectionIsNoDroppedPost() async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "gone"
+        let node = try #require(map.owner(ofChannel: prefix + name))
+        // A name on another primary: a post of it, made last, shows that the ones before it were routed.
+        let other = try #require(
+            (0..<1000).lazy.map { "alive\($0)" }.first { map.owner(ofChannel: prefix + $0) != node })
+        let configFile = try #require(redisInfo(node.port, "server", "config_file"))
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
+        let flags = Collector<String>()
+        let tokens = [
+            relayA.relay(name), relayB.relay(name), relayA.relay(other), relayB.relay(other),
+            b.subscribe(name) { flags.append($0.flag) }, b.subscribe(other) { flags.append($0.flag) },
+        ]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+
+        #expect(killServer(node.port))
+        // Probes until one is dropped as `disconnected`: the publisher has no connection to the node.
+        #expect(
+            await settles {
+                if relayA.dropCounts.disconnected > 0 { return true }
+                a.post(name, flag: "probe")
+                return false
+            })
+        let dropped = relayA.dropCounts.disconnected
+        let received = flags.values.count { $0 == "lost" }
+        a.clearRetained(name)
+        a.post(name, flag: "lost")
+        a.post(other, flag: "mark")
+        #expect(await settles { flags.values.contains("mark") })
+        // The post is dropped, or (if a replica took over meanwhile) received: one either way; the
+        // clear adds nothing.
+        let lost = relayA.dropCounts.disconnected - dropped + flags.values.count { $0 == "lost" } - received
+        #expect(lost == 1, "\(relayA.dropCounts), \(flags.values)")
+        #expect(restartServer(configFile: configFile, port: node.port))
+        #expect(await settles(timeout: .seconds(30)) { clusterIsOK() })
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        #expect(relayA.dropCounts.refused == 0)
+        a.post(name, flag: "back")
+        #expect(await settles { flags.values.last == "back" })
+        withExtendedLifetime(tokens) {}
+    }
+
     /// The value of `key` on `node` (which must own its slot): `nil` when it does not exist.
     private func storedValue(map node: _Address, _ key: String) -> [UInt8]? {
         guard case .string(let bytes) = redisCall(node.port, ["GET", key]) else { return nil }
