@@ -75,7 +75,9 @@
             } catch .authenticationFailed(let text) {
                 events.emit(.authenticationFailed(text))
             } catch .tlsFailed(let text) {
-                events.emit(.disconnected(reason: text))
+                // With Sentinel or a cluster, the reason names the node (see `Event.disconnected`).
+                let node = options.topology == .standalone ? "" : "\(endpoint.address): "
+                events.emit(.disconnected(reason: node + text))
             } catch {}
             return nil
         }

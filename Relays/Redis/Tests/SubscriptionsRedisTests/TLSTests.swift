@@ -15,18 +15,27 @@ struct Certificates {
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         try openssl(
-            ["req", "-x509"] + key + [
+            ["req", "-x509"] + Self.newKey + [
                 "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=Relay Test CA",
             ])
-        try openssl(["req"] + key + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
-        try Data("subjectAltName=DNS:localhost,IP:127.0.0.1\n".utf8).write(
-            to: directory.appendingPathComponent("ext.cnf"))
+        _ = try issue("server", subjectAltName: "DNS:localhost,IP:127.0.0.1")
+    }
+
+    private static let newKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    /// Another server certificate signed by this CA, naming `subjectAltName` (`DNS:cache.test`,
+    /// `IP:127.0.0.1`, …): the paths of `<name>.crt` and `<name>.key`.
+    func issue(_ name: String, subjectAltName: String) throws -> (certificate: String, key: String) {
+        try openssl(["req"] + Self.newKey + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
+        try Data("subjectAltName=\(subjectAltName)\n".utf8).write(to: directory.appendingPathComponent("\(name).cnf"))
         try openssl([
-            "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf",
+            "x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "\(name).crt", "-days", "2", "-extfile", "\(name).cnf",
         ])
+        return (
+            directory.appendingPathComponent("\(name).crt").path, directory.appendingPathComponent("\(name).key").path
+        )
     }
 
     private func openssl(_ arguments: [String]) throws {
