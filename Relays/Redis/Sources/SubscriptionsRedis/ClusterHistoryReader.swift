@@ -21,7 +21,11 @@
     /// is sent. `-ASK` (a key already migrated while its slot still migrates) makes the node's names
     /// wait a moment and ask again, until the slot's move ends with `-MOVED`; so do `CLUSTERDOWN`,
     /// `TRYAGAIN` and `LOADING` (`_ClusterHistoryPlan.isTransient`). Any other error reply is a
-    /// `.permissionDenied` event, the refused node retried after a `pingInterval`.
+    /// `.permissionDenied` event, the refused node retried after a `pingInterval`. A read of a
+    /// name's retained key answered with a redirection or a passing state, or lost with its
+    /// connection, is sent again after the name's next tip, on the node that serves it then (after
+    /// `CLUSTERDOWN` or `TRYAGAIN` the name is placed and tipped again for that); a refused one is
+    /// only reported.
     func _runClusterHistoryReader(_ core: _RelayCore) {
         var state = _ClusterHistoryReader(core: core)
         state.run()
@@ -62,6 +66,10 @@
         /// move no reply told of (a node that keeps answering `-ASK`, a read that never met the
         /// move) is followed all the same.
         var mapRead = ContinuousClock.now
+        /// Names whose retained key was asked for and not answered yet: a read answered with a
+        /// redirection (or lost with its connection) is sent again after the name's next tip, on
+        /// the node that serves it then.
+        var storedPending: Set<String> = []
 
         init(core: _RelayCore) {
             self.core = core
@@ -255,9 +263,10 @@
                     let text = String(
                         decoding: UnsafeRawBufferPointer(start: reply.pointee.str, count: Int(reply.pointee.len)),
                         as: UTF8.self)
-                    if case .stored = what, _ClusterHistoryPlan.isRefusal(text) {
+                    if case .stored(let channel) = what, _ClusterHistoryPlan.isRefusal(text) {
                         // A refused read of a retained key is only reported: the name is read all
                         // the same.
+                        storedPending.remove(channel)
                         core.events.emit(.permissionDenied(text))
                         continue
                     }
@@ -278,6 +287,11 @@
                     } else if _ClusterHistoryPlan.isTransient(text) {
                         // Until a replica took over (or the node loaded its data): ask again soon.
                         node.waitUntil = now + .milliseconds(100)
+                        if case .stored(let channel) = what, plan.lost(channel, on: address) {
+                            // Placed again, tipped again, and its key asked for again then.
+                            cursors.lost([channel])
+                            stale = true
+                        }
                     } else {
                         core.events.emit(.permissionDenied(text))
                         node.waitUntil = now + core.options.pingInterval
@@ -286,7 +300,9 @@
                 }
                 switch what {
                 case .ping: break
-                case .stored(let channel): _acceptStored(core, channel, reply, node.connection)
+                case .stored(let channel):
+                    storedPending.remove(channel)
+                    _acceptStored(core, channel, reply, node.connection)
                 case .tip(let channel):
                     guard plan.placed[channel] == address else { continue }  // moved meanwhile
                     // A name read for the first time: its retained key next, on this node (the key
@@ -294,9 +310,10 @@
                     let first = cursors.cursors[channel].map { $0.position == nil } ?? false
                     cursors.tip(channel, last: _newestID(reply, node.connection))
                     tipped = true
-                    if first, let read = core.storedRead(channel) {
+                    if first || storedPending.contains(channel), let read = core.storedRead(channel) {
                         node.connection.append(read)
                         node.owed.append(.stored(channel))
+                        storedPending.insert(channel)
                         storing = true
                     }
                 case .read(let count, let channels):

@@ -101,6 +101,47 @@ extension ClusterTests {
         withExtendedLifetime((tokens, tokenC)) {}
     }
 
+    /// History mode: a relay that starts while its name's slot migrates reads the name's stream on
+    /// the old owner (the stream is still there), but the retained key was migrated already, so its
+    /// read is answered `-ASK`; once the move ends (the next `XREAD` meets `-MOVED`), the key is read
+    /// again, on the new owner, and the retained post is posted.
+    @Test func aRetainedKeyReadAnsweredAskInHistoryModeIsReadAgainOnTheNewOwner() async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "theme"
+        let channel = prefix + name
+        let key = prefix + "retained:{" + channel + "}"
+        let slot = _ClusterSlot.of(channel)
+        let source = try #require(map.owner(of: slot))
+        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: 10_000)
+        let tokenA = relayA.relay(name)
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) })
+        a.post(name, flag: "dark", retain: true)
+        #expect(await settles { relayA.publishedPosts == 1 && storedValue(map: source, key) != nil })
+
+        // The slot starts to migrate, and only the retained key has moved yet.
+        let ids = try #require(nodeIDs(source, target))
+        let ok = _Reply.string(Array("OK".utf8))
+        #expect(redisCall(target.port, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", ids.source]) == ok)
+        #expect(redisCall(source.port, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", ids.target]) == ok)
+        #expect(redisCall(source.port, ["MIGRATE", target.host, "\(target.port)", key, "0", "5000"]) == ok)
+        let askedBefore = askCount(source)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: 10_000)
+        let tokenB = relayB.relay(name)
+        #expect(await settles { askCount(source) > askedBefore }, "the key's read met -ASK")
+        #expect(b.retained(name) == nil)
+
+        // The move ends: the stream follows, the slot is the target's.
+        #expect(redisCall(source.port, ["MIGRATE", target.host, "\(target.port)", channel, "0", "5000"]) == ok)
+        #expect(finishMove(slot, to: target, ids: ids, primaries: map.primaries))
+        #expect(await settles { b.retained(name)?.flag == "dark" }, "read again on the new owner")
+        #expect(relayB.rejectedMessages == 0)
+        withExtendedLifetime((tokenA, tokenB)) {}
+    }
+
     /// Pub/sub mode: while a name's primary cannot be reached (killed, then started again before
     /// the node timeout, so no replica takes over), a post of the name is dropped as `disconnected`
     /// and a clear of it is not counted at all (a clear is no post); the name works again after.
