@@ -2,7 +2,9 @@
 #if Redis
     /// The publisher thread of a cluster relay: drains the outbox as `_runPublisher` does, and sends
     /// each message as `SPUBLISH` to the primary that owns its channel's slot, on one connection per
-    /// primary of the slot map (pipelined, at most `pipelineDepth` commands in flight in all).
+    /// primary of the slot map (pipelined: at most `pipelineDepth` commands in flight per primary
+    /// of the map on average, `pipelineDepth` times the primaries in all, so that each server reads
+    /// batches as deep as one server does).
     ///
     /// Counting is the standalone publisher's: each reply counts its posts published, or refused for
     /// an error reply; the posts in flight on a connection that fails are unacknowledged; posts for
@@ -270,7 +272,8 @@
                 let inFlight = inFlightCommands
                 // While redirected commands wait to be sent again, later ones wait behind them.
                 let holding = ContinuousClock.now < holdUntil
-                let room = draining.isEmpty && retries.isEmpty && !holding ? depth - inFlight : 0
+                let room =
+                    draining.isEmpty && retries.isEmpty && !holding ? depth * max(1, primaries.count) - inFlight : 0
                 core.outbox.withLock { outbox in
                     outbox.connected = map != nil
                     outbox.take(messages: room, maxBytes: maxBytes, into: &batch, counts: &counts)

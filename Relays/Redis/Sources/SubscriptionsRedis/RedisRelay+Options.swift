@@ -16,7 +16,8 @@
             /// 1 s by default.
             public var reconnectDelay: ClosedRange<Duration> = .milliseconds(20) ... .seconds(1)
             /// How many `PUBLISH` commands the publisher sends ahead of their replies (a command carries
-            /// one post, or up to 64 consecutive queued posts of one name). 128 by default.
+            /// one post, or up to 64 consecutive queued posts of one name). 128 by default. In a
+            /// cluster it is per primary: `pipelineDepth` times the primaries of the map in all.
             public var pipelineDepth = 128
             /// How many posts may wait for the publisher; more are dropped and counted in
             /// ``RedisRelay/droppedPosts``. 100,000 by default.
