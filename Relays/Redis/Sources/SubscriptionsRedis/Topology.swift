@@ -18,8 +18,9 @@
             /// after a connection loss; a name whose slot moved is subscribed on its new owner before
             /// the old subscription is given up, and ``Event/topologyChanged`` is sent. A command a
             /// node declines without running it (`-MOVED`, `-ASK`, `CLUSTERDOWN`, `TRYAGAIN`) is sent
-            /// again where its slot is served, in both modes, before any later post of its name; what
-            /// a node may have run (the commands in flight on a connection that fails) is sent again
+            /// again where its slot is served, in both modes, before any later post of its name (at
+            /// most 5 redirections or 30 s of `CLUSTERDOWN`, then it is counted as refused); what a
+            /// node may have run (the commands in flight on a connection that fails) is sent again
             /// in history mode only.
             ///
             /// In history mode (``Options/historyLength`` > 0) each name's stream is the key
