@@ -80,6 +80,12 @@
                     + "<prefix>retained:… in the slot of its channel")
         }
 
+        /// Reports a retained post's `SET` (or a clear's `DEL`) that the cluster declined for good:
+        /// the value stored in `key` stays as it was (its post, right behind it, is counted apart).
+        func reportUnstored(key: String, _ error: String) {
+            _reject(core, "the retained value in \"\(key)\" was not updated on the server: \(error)")
+        }
+
         /// Reads the replies one node sent.
         mutating func read(_ address: _Address, now: ContinuousClock.Instant) {
             guard var node = nodes[address] else { return }
@@ -91,6 +97,7 @@
             var redirected: [_Redirect] = []
             var again: [(kept: _Kept, redirect: _Redirect?)] = []
             var waited = false
+            var unstored: [(key: String, error: String)] = []
             let open = node.connection.readPublishReplies { error in
                 guard let posts = node.inFlight.pop() else {
                     unexpected = true
@@ -106,6 +113,7 @@
                             again.append((kept, redirect))
                             return
                         }
+                        if let key = kept?.storedKey { unstored.append((key, error)) }
                     } else if var kept, _ClusterHistoryPlan.isTransient(error), kept.waits < 300 {
                         kept.waits += 1
                         again.append((kept, nil))
@@ -113,6 +121,10 @@
                         return
                     } else {
                         refusal = refusal ?? error
+                        // Waited out for 30 s: a refusal for good (reported), not a passing state.
+                        if _ClusterHistoryPlan.isTransient(error), let key = kept?.storedKey {
+                            unstored.append((key, error))
+                        }
                     }
                     refused += posts
                 } else {
@@ -128,6 +140,7 @@
                 retryNotBefore = now + .milliseconds(100)
                 stale = true
             }
+            for (key, error) in unstored { reportUnstored(key: key, error) }
             if let refusal, !node.refusalReported {
                 node.refusalReported = true
                 core.events.emit(.permissionDenied(refusal))
@@ -171,6 +184,7 @@
                         core.drops.unacknowledged.add(kept.posts, ordering: .relaxed)
                     } else {
                         core.drops.refused.add(kept.posts, ordering: .relaxed)
+                        if let key = kept.storedKey { reportUnstored(key: key, "no connection to the slot's owner") }
                     }
                     continue
                 }

@@ -159,21 +159,35 @@
         /// Sent again because its connection failed before the answer (not for a redirection).
         var lostConnection = false
 
-        /// The slot of the command's first argument: its channel or key, which share the slot of
-        /// the message's channel (a retained post's key is chosen so). Read from the bytes, only for
-        /// a command sent again; 0 for bytes that are no such command.
-        var slot: Int {
-            // `*<n>\r\n`, `$<n>\r\n`, the command's name, `\r\n`, then `$<length>\r\n<argument>`.
-            var index = 0
-            func line() -> ArraySlice<UInt8>? {
-                guard let end = bytes[index...].firstIndex(of: 13), end + 1 < bytes.count else { return nil }
-                defer { index = end + 2 }
-                return bytes[index..<end]
+        /// The command's name and first argument (its channel or key), read from its bytes; `nil`
+        /// for bytes that are no such command. Read only for a command declined by a node.
+        var nameAndKey: (name: ArraySlice<UInt8>, key: ArraySlice<UInt8>)? {
+            // `*<n>\r\n`, then bulk strings: `$<length>\r\n<bytes>\r\n`.
+            guard let first = bytes.firstIndex(of: 13) else { return nil }
+            var index = first + 2
+            func bulk() -> ArraySlice<UInt8>? {
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "$"),
+                    let end = bytes[index...].firstIndex(of: 13),
+                    let length = Int(String(decoding: bytes[(index + 1)..<end], as: UTF8.self)), length >= 0,
+                    end + 2 + length <= bytes.count
+                else { return nil }
+                defer { index = end + 2 + length + 2 }
+                return bytes[(end + 2)..<(end + 2 + length)]
             }
-            guard line() != nil, line() != nil, line() != nil, let length = line()?.dropFirst(),
-                let count = Int(String(decoding: length, as: UTF8.self)), index + count <= bytes.count
-            else { return 0 }
-            return _ClusterSlot.of(bytes[index..<(index + count)])
+            guard let name = bulk(), let key = bulk() else { return nil }
+            return (name, key)
+        }
+
+        /// The slot of the command's first argument: its channel or key, which share the slot of
+        /// the message's channel (a retained post's key is chosen so); 0 for bytes that are no such
+        /// command.
+        var slot: Int { nameAndKey.map { _ClusterSlot.of($0.key) } ?? 0 }
+
+        /// The key of a retained post's `SET` or a clear's `DEL`; `nil` for any other command.
+        var storedKey: String? {
+            guard let (name, key) = nameAndKey, name.elementsEqual("SET".utf8) || name.elementsEqual("DEL".utf8)
+            else { return nil }
+            return String(decoding: key, as: UTF8.self)
         }
     }
 

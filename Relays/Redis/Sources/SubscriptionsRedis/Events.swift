@@ -26,7 +26,9 @@
             /// ``RedisRelay/rejectedMessages``. In a cluster, also sent (and counted) once per name
             /// whose braces leave no key for its retained post in its hash slot: such a name's
             /// retained posts are relayed but not kept on the server (see the README's "Retained
-            /// posts").
+            /// posts"); and once per retained post's `SET` or clear's `DEL` that the cluster declined
+            /// for good (after 5 redirections or 30 s of `CLUSTERDOWN`), naming the key whose value
+            /// stayed as it was.
             case rejected(reason: String)
             /// Handlers are slower than the posts arriving: more than ``Options/maxPendingPosts``
             /// received posts waited for them, so the oldest were dropped (counted in

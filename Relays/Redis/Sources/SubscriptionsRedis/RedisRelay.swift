@@ -311,7 +311,9 @@
         /// How many messages on relayed channels were skipped as malformed or foreign (not from a
         /// relay, of the other kind, or failing to decode), larger than
         /// ``Options/maximumMessageBytes``, or, with a ``Options/signingKey``, unsigned or wrongly
-        /// signed. Each such message counts once. Read from any thread; it only grows.
+        /// signed. Each such message counts once. In a cluster, also each report of a retained post
+        /// not kept on the server (see ``Event/rejected(reason:)``). Read from any thread; it only
+        /// grows.
         public var rejectedMessages: Int { core.rejected.load(ordering: .relaxed) }
 
         /// How many posts of other relays were lost on their way to this one, as gaps in their

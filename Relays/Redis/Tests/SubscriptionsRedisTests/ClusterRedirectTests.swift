@@ -101,6 +101,45 @@ extension ClusterTests {
         withExtendedLifetime((tokens, tokenC)) {}
     }
 
+    /// Pub/sub mode: a slot left half-migrating (its owner says `MIGRATING`, the other node does not
+    /// import it) sends a `SET` back and forth, `-ASK` then `-MOVED`, until the 5 redirections are
+    /// spent: the value is not stored, and that is reported (`.rejected`, naming the key), not
+    /// silent; the post itself ran on the owner and arrives.
+    @Test func aRetainedPostsSetDeclinedForGoodIsReportedNotSilent() async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "loop"
+        let channel = prefix + name
+        let key = prefix + "retained:{" + channel + "}"
+        let slot = _ClusterSlot.of(channel)
+        let source = try #require(map.owner(of: slot))
+        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
+        let logA = EventLog(relayA)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
+        let flags = Collector<String>()
+        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+
+        let ids = try #require(nodeIDs(source, target))
+        #expect(redisCall(source.port, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", ids.target])?.text == "OK")
+        defer { _ = redisCall(source.port, ["CLUSTER", "SETSLOT", "\(slot)", "STABLE"]) }
+        a.post(name, flag: "kept nowhere", retain: true)
+        #expect(await settles { flags.values == ["kept nowhere"] })
+        let reported = {
+            logA.values.contains {
+                if case .rejected(let reason) = $0 { reason.contains("\"\(key)\" was not updated") } else { false }
+            }
+        }
+        #expect(await settles { reported() }, "\(logA.values)")
+        #expect(relayA.rejectedMessages == 1)
+        #expect(relayA.publishedPosts == 1 && relayA.dropCounts.refused == 0)
+        #expect(storedValue(map: source, key) == nil)
+        withExtendedLifetime(tokens) {}
+    }
+
     /// History mode: a relay that starts while its name's slot migrates reads the name's stream on
     /// the old owner (the stream is still there), but the retained key was migrated already, so its
     /// read is answered `-ASK`; once the move ends (the next `XREAD` meets `-MOVED`), the key is read
