@@ -8,8 +8,9 @@
 #   redis_cluster_start           starts the 6 nodes, creates the cluster (redis-cli --cluster create
 #                                 --cluster-replicas 1) and waits until every node reports
 #                                 cluster_state:ok with all 16384 slots assigned and ok
-#   redis_cluster_stop            kills every node it started and removes the directory; safe to call
-#                                 twice, and from an EXIT trap after a failure
+#   redis_cluster_stop            kills every node it started (and any a test started again from a
+#                                 configuration in its directory) and removes the directory; safe to
+#                                 call twice, and from an EXIT trap after a failure
 #   redis_cluster_wait_ok [S]     waits (at most S seconds, default 30) until every running node
 #                                 reports cluster_state:ok and all slots assigned and ok, every
 #                                 replica's link to its primary is up, and every node sees them all
@@ -130,6 +131,17 @@ redis_cluster_start() {
 }
 
 redis_cluster_stop() {
+    local port info pid conf
+    # A node a test started again (daemonized, so that it outlives the test process) is not among
+    # our pids: it is ours when the configuration file it reports is in our directory.
+    if [ -n "$redis_cluster_dir" ]; then
+        for port in "${redis_cluster_ports[@]}"; do
+            info=$(redis_cluster_cli "$port" info server 2> /dev/null | tr -d '\r') || continue
+            pid=$(sed -n 's/^process_id://p' <<< "$info")
+            conf=$(sed -n 's/^config_file://p' <<< "$info")
+            if [ -n "$pid" ] && [[ "$conf" == "$redis_cluster_dir"/* ]]; then kill -9 "$pid" 2> /dev/null || true; fi
+        done
+    fi
     redis_reap "${redis_cluster_pids[@]}"
     redis_cluster_ports=()
     redis_cluster_pids=()

@@ -192,6 +192,7 @@ struct ClusterTests {
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
         #expect(await traffic.ready())
         let victim = try #require(map.owner(ofChannel: prefix + names[0]))
+        let configFile = try #require(redisInfo(victim.port, "server", "config_file"))
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         #expect(killServer(victim.port))
@@ -217,6 +218,7 @@ struct ClusterTests {
             "cluster primary killed: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
         await traffic.close()
+        #expect(await rejoin(configFile: configFile, port: victim.port), "the killed node back as a replica")
     }
     /// `redis-cli --cluster reshard` moves slots, a relayed name's among them, from one primary to
     /// another during traffic: the relay follows, loses no subscription, and every post is received
@@ -268,8 +270,7 @@ struct ClusterTests {
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         #expect(killServer(node.port))
-        #expect(restartServer(configFile: configFile, port: node.port))
-        #expect(await settles(timeout: .seconds(30)) { clusterIsOK() })
+        #expect(await rejoin(configFile: configFile, port: node.port))
         #expect(
             await settles(timeout: .seconds(30)) {
                 traffic.logB.values.contains {

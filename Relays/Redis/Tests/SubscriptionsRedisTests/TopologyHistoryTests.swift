@@ -95,6 +95,7 @@ extension ClusterTests {
         let map = try #require(await settledMap())
         // A primary with a replica to take over (an earlier fault may have left one without).
         let victim = try #require(map.primaries.sorted { $0.port < $1.port }.first { hasReplica($0.port) })
+        let configFile = try #require(redisInfo(victim.port, "server", "config_file"))
         let prefix = uniquePrefix()
         let names = [try #require(name(ownedBy: victim, in: map, prefix: prefix, "hk"))] + (0..<5).map { "hl\($0)" }
         let traffic = try Traffic(
@@ -125,6 +126,7 @@ extension ClusterTests {
             "cluster history, primary killed: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), recovered \(traffic.relayB.recoveredPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
         await traffic.close()
+        #expect(await rejoin(configFile: configFile, port: victim.port), "the killed node back as a replica")
     }
 
     /// `redis-cli --cluster reshard` moves a relayed name's slot, and with it its stream, during

@@ -126,32 +126,32 @@ func reshard(from source: _Address, to target: _Address, count: Int) -> Bool {
     ])
 }
 
-/// Nodes this test process started again (`restartServer`), killed when it exits: the topology
-/// script reaps only the processes it started itself.
-private let restarted = Mutex<[Process]>([])
-
 /// Starts the server that used to run on `port` again, from its configuration file (its nodes file
-/// makes it rejoin the cluster), and waits until it answers. The process is this test process's
-/// child, killed when it exits.
+/// makes it rejoin the cluster), and waits until it answers. It daemonizes, so it outlives this test
+/// process: the topology stays whole for the next process that runs in it (the mutation check runs
+/// many), and the topology script stops it with the nodes it started (by the configuration file
+/// the node reports).
 func restartServer(configFile: String, port: Int) -> Bool {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["redis-server", configFile]
+    process.arguments = ["redis-server", configFile, "--daemonize", "yes"]
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     do { try process.run() } catch { return false }
-    let first = restarted.withLock { list in
-        list.append(process)
-        return list.count == 1
-    }
-    if first {
-        atexit {
-            for process in restarted.withLock({ $0 }) where process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-            }
-        }
-    }
+    process.waitUntilExit()
     return eventually(timeout: .seconds(10)) { redisCall(port, ["PING"]) != nil }
+}
+
+/// Starts a killed node again and waits until the cluster is whole: every node ok, and the node
+/// back as a replica whose link to its primary is up (when a replica took over meanwhile) or as the
+/// primary it was. For the fault tests that kill a primary: later tests (and later processes in
+/// the same topology) find a replica for every primary again.
+func rejoin(configFile: String, port: Int) async -> Bool {
+    guard restartServer(configFile: configFile, port: port) else { return false }
+    return await settles(timeout: .seconds(30)) {
+        guard clusterIsOK(), let role = redisInfo(port, "replication", "role") else { return false }
+        return role == "master" || redisInfo(port, "replication", "master_link_status") == "up"
+    }
 }
 
 /// `eventually` for async tests: polls `condition` until it holds or `timeout` passes, suspending
