@@ -138,7 +138,7 @@ func restartServer(configFile: String, port: Int) -> Bool {
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     do { try process.run() } catch { return false }
-    process.waitUntilExit()
+    // Not `waitUntilExit()`: called from a task, it can wait for ever for the daemonizing parent.
     return eventually(timeout: .seconds(10)) { redisCall(port, ["PING"]) != nil }
 }
 
