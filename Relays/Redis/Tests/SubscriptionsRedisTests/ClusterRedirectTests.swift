@@ -140,6 +140,49 @@ extension ClusterTests {
         withExtendedLifetime(tokens) {}
     }
 
+    /// Both modes: while a slot is unassigned a node refuses keyed commands with `CLUSTERDOWN` (the
+    /// cluster's state during a failover, made here on purpose by `CLUSTER DELSLOTS` of another of
+    /// its slots); a retained post's `SET` (and in history mode its `XADD`; an `SPUBLISH` is served
+    /// while the cluster is down, Redis's `cluster-allow-pubsubshard-when-down`) so refused is sent
+    /// again once the slot is back: the post arrives once, its value is stored, nothing is lost.
+    @Test(arguments: [0, 10_000])
+    func aPostAnsweredClusterDownIsSentAgainOnceTheClusterIsBack(history: Int) async throws {
+        let map = try #require(await settledMap())
+        let prefix = uniquePrefix()
+        let name = "down"
+        let key = prefix + "retained:{" + prefix + name + "}"
+        let owner = try #require(map.owner(ofChannel: prefix + name))
+        let nameSlot = _ClusterSlot.of(prefix + name)
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: history)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: history)
+        let flags = Collector<String>()
+        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+
+        // Another slot of the same owner, unassigned: the cluster is down until it is back.
+        let slot = try #require((0..<_ClusterSlot.count).first { $0 != nameSlot && map.owner(of: $0) == owner })
+        let downBefore = errorCount(owner, "CLUSTERDOWN")
+        #expect(redisCall(owner.port, ["CLUSTER", "DELSLOTS", "\(slot)"])?.text == "OK")
+        #expect(
+            await settles {
+                redisCall(owner.port, ["CLUSTER", "INFO"])?.text?.contains("cluster_state:fail") == true
+            })
+        a.post(name, flag: "while down", retain: true)
+        #expect(await settles { errorCount(owner, "CLUSTERDOWN") > downBefore }, "the SET met CLUSTERDOWN")
+        #expect(storedValue(map: owner, key) == nil)
+        #expect(redisCall(owner.port, ["CLUSTER", "ADDSLOTS", "\(slot)"])?.text == "OK")
+        #expect(await settles(timeout: .seconds(30)) { clusterIsOK() })
+        #expect(await settles(timeout: .seconds(30)) { flags.values == ["while down"] }, "\(relayA.dropCounts)")
+        #expect(await settles { relayA.publishedPosts == 1 })
+        #expect(await settles { storedValue(map: owner, key) != nil }, "the SET was sent again")
+        #expect(relayA.droppedPosts == 0, "\(relayA.dropCounts)")
+        #expect(relayA.rejectedMessages == 0)
+        #expect(relayB.missedPosts == 0)
+        withExtendedLifetime(tokens) {}
+    }
+
     /// History mode: a relay that starts while its name's slot migrates reads the name's stream on
     /// the old owner (the stream is still there), but the retained key was migrated already, so its
     /// read is answered `-ASK`; once the move ends (the next `XREAD` meets `-MOVED`), the key is read
