@@ -255,6 +255,9 @@ extension ClusterTests {
                 a.post(name, flag: "probe")
                 return false
             })
+        // Probes still queued are counted before the mark behind them arrives.
+        a.post(other, flag: "probes done")
+        #expect(await settles { flags.values.contains("probes done") })
         let dropped = relayA.dropCounts.disconnected
         let received = flags.values.count { $0 == "lost" }
         a.clearRetained(name)
