@@ -268,7 +268,7 @@ extension ClusterTests {
         // clear adds nothing.
         let lost = relayA.dropCounts.disconnected - dropped + flags.values.count { $0 == "lost" } - received
         #expect(lost == 1, "\(relayA.dropCounts), \(flags.values)")
-        #expect(await rejoin(configFile: configFile, port: node.port))
+        #expect(await rejoinSettled(configFile: configFile, port: node.port))
         #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
         #expect(relayA.dropCounts.refused == 0)
         a.post(name, flag: "back")

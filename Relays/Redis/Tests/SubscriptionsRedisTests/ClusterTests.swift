@@ -28,7 +28,7 @@ struct ClusterTests {
     /// classic PUBLISH in the same cluster reaches every primary with every message; a relay holds at
     /// most 2 connections per primary.
     @Test func thirtyNamesSpreadTheirMessagesOverThreePrimaries() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let primaries = map.primaries.sorted { $0.port < $1.port }
         #expect(primaries.count == 3)
         let (prefix, names) = balancedNames(map)
@@ -124,7 +124,7 @@ struct ClusterTests {
     /// it): the relay follows it (the server's SUNSUBSCRIBE, -MOVED), says `.topologyChanged`, loses
     /// no subscription, and every post is received or counted.
     @Test func aSlotMovedDuringTrafficIsFollowedAndEveryLossCounted() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let prefix = uniquePrefix()
         let names = (0..<6).map { "m\($0)" }
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
@@ -186,7 +186,7 @@ struct ClusterTests {
     /// A primary killed during traffic (its replica is promoted): the relay follows, loses no
     /// subscription, and every post is received or counted.
     @Test func aPrimaryKilledDuringTrafficIsFollowedAndEveryLossCounted() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let prefix = uniquePrefix()
         let names = (0..<6).map { "k\($0)" }
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
@@ -218,13 +218,13 @@ struct ClusterTests {
             "cluster primary killed: made \(traffic.posts), received \(traffic.receivedCount), missed \(traffic.relayB.missedPosts), dropped \(traffic.relayA.dropCounts), events \(traffic.logB.values)"
         )
         await traffic.close()
-        #expect(await rejoin(configFile: configFile, port: victim.port), "the killed node back as a replica")
+        #expect(await rejoinSettled(configFile: configFile, port: victim.port), "the killed node back as a replica")
     }
     /// `redis-cli --cluster reshard` moves slots, a relayed name's among them, from one primary to
     /// another during traffic: the relay follows, loses no subscription, and every post is received
     /// or counted.
     @Test func aReshardDuringTrafficIsFollowedAndEveryLossCounted() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let source = try #require(map.primaries.sorted { $0.port < $1.port }.first)
         let target = try #require(map.primaries.first { $0 != source })
         // A name whose slot is among the source's 40 lowest, so that a short reshard moves it.
@@ -260,7 +260,7 @@ struct ClusterTests {
     /// the node timeout, so no replica takes over): the relay reconnects to the same node, loses no
     /// subscription, and every post is received or counted.
     @Test func aRestartedPrimaryIsReconnectedAndEveryLossCounted() async throws {
-        let map = try #require(clusterMap())
+        let map = try #require(await settledMap())
         let prefix = uniquePrefix()
         let names = (0..<6).map { "t\($0)" }
         let traffic = try Traffic(url: TopologyEnvironment.clusterURL, topology: .cluster, prefix: prefix, names: names)
@@ -270,7 +270,7 @@ struct ClusterTests {
         traffic.start()
         try await Task.sleep(for: .milliseconds(300))
         #expect(killServer(node.port))
-        #expect(await rejoin(configFile: configFile, port: node.port))
+        #expect(await rejoinSettled(configFile: configFile, port: node.port))
         #expect(
             await settles(timeout: .seconds(30)) {
                 traffic.logB.values.contains {
