@@ -21,23 +21,29 @@ private actor RefusingActor {
 }
 
 /// The diagnostics a center reported, in order, and a log the handlers write to.
-private final class Journal: Sendable {
-    let reports = Mutex<[PostCenter.Diagnostic]>([])
-    let log = Mutex<[String]>([])
+private final class Journal: @unchecked Sendable {
+    // @unchecked: both arrays are only touched while holding `lock`. `NSLock` rather than
+    // `Synchronization.Mutex`, as in `Recorder`: queued and actor handlers report from other
+    // threads, and on Linux ThreadSanitizer does not see a Mutex's futex-based locking.
+    private let lock = NSLock()
+    private var reports: [PostCenter.Diagnostic] = []
+    private var log: [String] = []
 
     func attach(to center: PostCenter) {
         center.diagnostics = .init { [self] issue in
-            if case .handlerThrew(let name, let site, let error) = issue {
-                log.withLock { $0.append("threw:\(name):\(site.line):\(error)") }
+            lock.withLock {
+                if case .handlerThrew(let name, let site, let error) = issue {
+                    log.append("threw:\(name):\(site.line):\(error)")
+                }
+                reports.append(issue)
             }
-            reports.withLock { $0.append(issue) }
         }
     }
 
-    func append(_ line: String) { log.withLock { $0.append(line) } }
-    var lines: [String] { log.withLock { $0 } }
+    func append(_ line: String) { lock.withLock { log.append(line) } }
+    var lines: [String] { lock.withLock { log } }
     var thrown: [PostCenter.Diagnostic] {
-        reports.withLock { $0.filter { if case .handlerThrew = $0 { true } else { false } } }
+        lock.withLock { reports.filter { if case .handlerThrew = $0 { true } else { false } } }
     }
 }
 
