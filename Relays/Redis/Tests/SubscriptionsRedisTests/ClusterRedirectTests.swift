@@ -15,22 +15,13 @@ extension ClusterTests {
     /// moved back (its key migrated with it), a clear's `DEL` and message are answered `-MOVED` in
     /// turn and sent again: the key is deleted and the receiver clears the name.
     @Test func aRetainedPostAndAClearAnsweredMovedInPubSubModeAreSentAgainToTheNewOwner() async throws {
-        let map = try #require(await settledMap())
-        let prefix = uniquePrefix()
-        let name = "theme"
-        let channel = prefix + name
-        let key = prefix + "retained:{" + channel + "}"
-        let slot = _ClusterSlot.of(channel)
-        let source = try #require(map.owner(of: slot))
-        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
-        let a = PostCenter()
-        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
-        let b = PostCenter()
-        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
+        let scene = try #require(await scene("theme"))
+        let (map, name, key, slot, source, target) = (
+            scene.map, scene.name, scene.key, scene.slot, scene.source, scene.target
+        )
+        let pair = try await relayPair(prefix: scene.prefix, name: name, history: 0)
+        let (a, relayA, b, relayB, flags) = (pair.a, pair.relayA, pair.b, pair.relayB, pair.flags)
         let logB = EventLog(relayB)
-        let flags = Collector<String>()
-        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
 
         #expect(moveSlot(slot, from: source, to: target, primaries: map.primaries))
         // B follows (the old owner's SUNSUBSCRIBE); A's publisher knows of nothing yet.
@@ -56,7 +47,7 @@ extension ClusterTests {
         #expect(movedCount(target) >= movedOnTarget + 2, "the DEL and the clear's SPUBLISH met -MOVED")
         #expect(relayA.dropCounts.refused == 0)
         #expect(relayA.publishedPosts == 1)  // a clear is no post
-        withExtendedLifetime(tokens) {}
+        withExtendedLifetime(pair) {}
     }
 
     /// Pub/sub mode: while a slot migrates, its old owner still runs an `SPUBLISH` (sharded pub/sub
@@ -64,21 +55,12 @@ extension ClusterTests {
     /// sent again, after `ASKING`, to the importing node, so the value is where the slot ends up, and
     /// a relay that starts after the move posts it retained.
     @Test func aRetainedPostsSetAnsweredAskInPubSubModeIsStoredOnTheImportingNode() async throws {
-        let map = try #require(await settledMap())
-        let prefix = uniquePrefix()
-        let name = "mode"
-        let channel = prefix + name
-        let key = prefix + "retained:{" + channel + "}"
-        let slot = _ClusterSlot.of(channel)
-        let source = try #require(map.owner(of: slot))
-        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
-        let a = PostCenter()
-        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
-        let b = PostCenter()
-        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
-        let flags = Collector<String>()
-        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        let scene = try #require(await scene("mode"))
+        let (map, name, key, slot, source, target) = (
+            scene.map, scene.name, scene.key, scene.slot, scene.source, scene.target
+        )
+        let pair = try await relayPair(prefix: scene.prefix, name: name, history: 0)
+        let (a, relayA, flags) = (pair.a, pair.relayA, pair.flags)
 
         let ids = try #require(nodeIDs(source, target))
         #expect(redisCall(target.port, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", ids.source])?.text == "OK")
@@ -95,10 +77,10 @@ extension ClusterTests {
         #expect(relayA.dropCounts.refused == 0)
 
         let c = PostCenter()
-        let relayC = try retainedRelay(c, prefix: prefix, history: 0)
+        let relayC = try retainedRelay(c, prefix: scene.prefix, history: 0)
         let tokenC = relayC.relay(name)
         #expect(await settles { c.retained(name)?.flag == "on" })
-        withExtendedLifetime((tokens, tokenC)) {}
+        withExtendedLifetime((pair, tokenC)) {}
     }
 
     /// Pub/sub mode: a slot left half-migrating (its owner says `MIGRATING`, the other node does not
@@ -106,22 +88,11 @@ extension ClusterTests {
     /// spent: the value is not stored, and that is reported (`.rejected`, naming the key), not
     /// silent; the post itself ran on the owner and arrives.
     @Test func aRetainedPostsSetDeclinedForGoodIsReportedNotSilent() async throws {
-        let map = try #require(await settledMap())
-        let prefix = uniquePrefix()
-        let name = "loop"
-        let channel = prefix + name
-        let key = prefix + "retained:{" + channel + "}"
-        let slot = _ClusterSlot.of(channel)
-        let source = try #require(map.owner(of: slot))
-        let target = try #require(map.primaries.sorted { $0.port < $1.port }.first { $0 != source })
-        let a = PostCenter()
-        let relayA = try retainedRelay(a, prefix: prefix, history: 0)
+        let scene = try #require(await scene("loop"))
+        let (name, key, slot, source, target) = (scene.name, scene.key, scene.slot, scene.source, scene.target)
+        let pair = try await relayPair(prefix: scene.prefix, name: name, history: 0)
+        let (a, relayA, flags) = (pair.a, pair.relayA, pair.flags)
         let logA = EventLog(relayA)
-        let b = PostCenter()
-        let relayB = try retainedRelay(b, prefix: prefix, history: 0)
-        let flags = Collector<String>()
-        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
 
         let ids = try #require(nodeIDs(source, target))
         #expect(redisCall(source.port, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", ids.target])?.text == "OK")
@@ -137,7 +108,7 @@ extension ClusterTests {
         #expect(relayA.rejectedMessages == 1)
         #expect(relayA.publishedPosts == 1 && relayA.dropCounts.refused == 0)
         #expect(storedValue(map: source, key) == nil)
-        withExtendedLifetime(tokens) {}
+        withExtendedLifetime(pair) {}
     }
 
     /// Both modes: while a slot is unassigned a node refuses keyed commands with `CLUSTERDOWN` (the
@@ -153,13 +124,8 @@ extension ClusterTests {
         let key = prefix + "retained:{" + prefix + name + "}"
         let owner = try #require(map.owner(ofChannel: prefix + name))
         let nameSlot = _ClusterSlot.of(prefix + name)
-        let a = PostCenter()
-        let relayA = try retainedRelay(a, prefix: prefix, history: history)
-        let b = PostCenter()
-        let relayB = try retainedRelay(b, prefix: prefix, history: history)
-        let flags = Collector<String>()
-        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        let pair = try await relayPair(prefix: prefix, name: name, history: history)
+        let (a, relayA, relayB, flags) = (pair.a, pair.relayA, pair.relayB, pair.flags)
 
         // Another slot of the same owner, unassigned: the cluster is down until it is back.
         let slot = try #require((0..<_ClusterSlot.count).first { $0 != nameSlot && map.owner(of: $0) == owner })
@@ -180,7 +146,7 @@ extension ClusterTests {
         #expect(relayA.droppedPosts == 0, "\(relayA.dropCounts)")
         #expect(relayA.rejectedMessages == 0)
         #expect(relayB.missedPosts == 0)
-        withExtendedLifetime(tokens) {}
+        withExtendedLifetime(pair) {}
     }
 
     /// History mode: a relay that starts while its name's slot migrates reads the name's stream on
@@ -274,6 +240,49 @@ extension ClusterTests {
         a.post(name, flag: "back")
         #expect(await settles { flags.values.last == "back" })
         withExtendedLifetime(tokens) {}
+    }
+
+    /// A name of a fresh prefix on a cluster whose nodes agree on the map: its retained key, its
+    /// slot, the primary that owns it (`source`) and another one (`target`, the lowest port).
+    private struct Scene {
+        let map: _SlotMap
+        let prefix: String
+        let name: String
+        let source: _Address
+        let target: _Address
+        var channel: String { prefix + name }
+        var key: String { prefix + "retained:{" + channel + "}" }
+        var slot: Int { _ClusterSlot.of(channel) }
+    }
+
+    private func scene(_ name: String, test: String = #function) async -> Scene? {
+        guard let map = await settledMap() else { return nil }
+        let prefix = uniquePrefix(test)
+        guard let source = map.owner(ofChannel: prefix + name),
+            let target = map.primaries.sorted(by: { $0.port < $1.port }).first(where: { $0 != source })
+        else { return nil }
+        return Scene(map: map, prefix: prefix, name: name, source: source, target: target)
+    }
+
+    /// Two relays of `name` (A posts, B's center collects the flags of what arrives), both ready.
+    private struct RelayPair {
+        let a: PostCenter
+        let relayA: RedisRelay
+        let b: PostCenter
+        let relayB: RedisRelay
+        let flags: Collector<String>
+        let tokens: [Subscription]
+    }
+
+    private func relayPair(prefix: String, name: String, history: Int) async throws -> RelayPair {
+        let a = PostCenter()
+        let relayA = try retainedRelay(a, prefix: prefix, history: history)
+        let b = PostCenter()
+        let relayB = try retainedRelay(b, prefix: prefix, history: history)
+        let flags = Collector<String>()
+        let tokens = [relayA.relay(name), relayB.relay(name), b.subscribe(name) { flags.append($0.flag) }]
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        return RelayPair(a: a, relayA: relayA, b: b, relayB: relayB, flags: flags, tokens: tokens)
     }
 
     /// The value of `key` on `node` (which must own its slot): `nil` when it does not exist.

@@ -81,6 +81,28 @@ struct ClusterTLSTests {
         return try RedisRelay(center: center, url: cluster.seedURL, channelPrefix: prefix, options: options)
     }
 
+    /// Two relays of `names` (A, and B whose center collects the flags of what arrives), both
+    /// ready; A posts each name once, its flag the name; returns once all arrived (or the wait ran
+    /// out: the caller checks what did).
+    private func postThroughTwoRelays(
+        _ names: [String], _ cluster: TLSCluster, ca: String, prefix: String, history: Int = 0,
+        serverName: String? = nil
+    ) async throws -> (relayA: RedisRelay, relayB: RedisRelay, received: Collector<String>, tokens: [Subscription]) {
+        let a = PostCenter()
+        let b = PostCenter()
+        let relayA = try relay(a, cluster, ca: ca, prefix: prefix, history: history, serverName: serverName)
+        let relayB = try relay(b, cluster, ca: ca, prefix: prefix, history: history, serverName: serverName)
+        let received = Collector<String>()
+        var tokens: [Subscription] = []
+        for name in names {
+            tokens += [relayA.relay(name), relayB.relay(name), b.subscribe(name) { received.append($0.flag) }]
+        }
+        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
+        for name in names { a.post(name, flag: name) }
+        #expect(await settles { received.count == names.count })
+        return (relayA, relayB, received, tokens)
+    }
+
     /// Names (with `prefix`) owned by each of the 3 primaries, `perNode` each.
     private func names(_ cluster: TLSCluster, prefix: String, perNode: Int) -> [String] {
         var chosen: [[String]] = [[], [], []]
@@ -105,18 +127,8 @@ struct ClusterTLSTests {
         #expect(await settles(timeout: .seconds(30)) { cluster.isOK })
         let prefix = uniquePrefix()
         let names = names(cluster, prefix: prefix, perNode: 2)
-        let a = PostCenter()
-        let b = PostCenter()
-        let relayA = try relay(a, cluster, ca: authority.caFile, prefix: prefix, history: history)
-        let relayB = try relay(b, cluster, ca: authority.caFile, prefix: prefix, history: history)
-        let received = Collector<String>()
-        var tokens: [Subscription] = []
-        for name in names {
-            tokens += [relayA.relay(name), relayB.relay(name), b.subscribe(name) { received.append($0.flag) }]
-        }
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
-        for name in names { a.post(name, flag: name) }
-        #expect(await settles { received.count == names.count })
+        let (relayA, relayB, received, tokens) = try await postThroughTwoRelays(
+            names, cluster, ca: authority.caFile, prefix: prefix, history: history)
         #expect(Set(received.values) == Set(names))
         #expect(await settles { relayA.publishedPosts == names.count })
         #expect(relayA.droppedPosts == 0)
@@ -125,7 +137,7 @@ struct ClusterTLSTests {
         for server in cluster.servers {
             #expect(redisCalls(server.port, command) >= 2, "\(server.port): \(redisCalls(server.port, command))")
         }
-        withExtendedLifetime((tokens, cluster)) {}
+        withExtendedLifetime((tokens, relayB, cluster)) {}
     }
 
     /// The seed's certificate names its address, the other nodes' do not: the relay checks every
@@ -167,23 +179,14 @@ struct ClusterTLSTests {
             #expect("\(error)".contains("certificate verification failed"), "\(error)")
         }
 
-        let a = PostCenter()
-        let b = PostCenter()
-        let relayA = try relay(a, cluster, ca: authority.caFile, prefix: onSeed, serverName: "cache.test")
-        let relayB = try relay(b, cluster, ca: authority.caFile, prefix: onSeed, serverName: "cache.test")
-        let received = Collector<String>()
-        var tokens: [Subscription] = []
-        for name in names {
-            tokens += [relayA.relay(name), relayB.relay(name), b.subscribe(name) { received.append($0.flag) }]
-        }
-        #expect(await settles { relayA.waitUntilReady(timeout: .zero) && relayB.waitUntilReady(timeout: .zero) })
-        for name in names { a.post(name, flag: name) }
-        #expect(await settles { Set(received.values) == Set(names) })
+        var (relayA, relayB, received, tokens) = try await postThroughTwoRelays(
+            names, cluster, ca: authority.caFile, prefix: onSeed, serverName: "cache.test")
+        #expect(Set(received.values) == Set(names))
         // Started on another node, with the name: it starts too.
         let started = try relay(PostCenter(), cluster, ca: authority.caFile, prefix: onOther, serverName: "cache.test")
         tokens.append(started.relay("any"))
         #expect(await settles { started.waitUntilReady(timeout: .zero) })
         await refused.close()
-        withExtendedLifetime((tokens, refusedTokens, cluster)) {}
+        withExtendedLifetime((tokens, refusedTokens, relayA, relayB, cluster)) {}
     }
 }
