@@ -119,13 +119,12 @@
             head += 1
             var kept = entry?.kept
             if declined, let entry { kept?.bytes = Array(bytes[entry.start..<entry.end]) }
-            if head == entries.count {
-                entries.removeAll(keepingCapacity: true)
+            // The entries compact as every head-indexed queue of the relay does; the bytes follow.
+            _dropConsumed(&entries, head: &head, threshold: 1024)
+            if entries.isEmpty {
                 bytes.removeAll(keepingCapacity: bytes.capacity <= 1 << 20)
-                head = 0
-            } else if head > 1024 && head * 2 > entries.count {
-                entries.removeFirst(head)
-                head = 0
+            } else if head == 0 {
+                // Compacted: the bytes before the first live command (all of them behind marks).
                 let drop = entries.lazy.compactMap { $0?.start }.first ?? bytes.count
                 bytes.removeFirst(drop)
                 for index in entries.indices where entries[index] != nil {
