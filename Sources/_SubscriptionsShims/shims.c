@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #if defined(__linux__)
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -372,3 +373,21 @@ int _subscriptions_is_main_thread(void) { return syscall(SYS_gettid) == getpid()
 // No portable test elsewhere: only the main queue's marker (checked by the caller) counts.
 int _subscriptions_is_main_thread(void) { return 0; }
 #endif
+
+void _subscriptions_futex_wait(uint32_t *address, uint32_t expected) {
+#if defined(__linux__)
+    syscall(SYS_futex, address, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+#else
+    (void)address;
+    (void)expected;
+    sched_yield();
+#endif
+}
+
+void _subscriptions_futex_wake_one(uint32_t *address) {
+#if defined(__linux__)
+    syscall(SYS_futex, address, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+    (void)address;
+#endif
+}

@@ -175,6 +175,16 @@ static inline int _subscriptions_hints_complete(void) {
 /// record, with a full fence, before its first post). Runs a full fence before the final read.
 int _subscriptions_owns_only_record(void);
 
+/// Blocks the calling thread while the 32-bit word at `address` holds `expected` (Linux's
+/// futex(2) wait, private to the process): returns at once when it holds something else, and
+/// may return spuriously; the caller reads the word again. Elsewhere it yields the processor.
+/// The library's lock on Linux (`_PlatformMutex`) sleeps here; its atomics, not this call, order
+/// the memory its sections touch.
+void _subscriptions_futex_wait(uint32_t *address, uint32_t expected);
+
+/// Wakes one thread blocked in `_subscriptions_futex_wait` on `address` (none may be).
+void _subscriptions_futex_wake_one(uint32_t *address);
+
 /// How many times `_subscriptions_heavy_fence` ran in this process (for tests).
 long _subscriptions_heavy_fence_count(void);
 
