@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A registration's token: while it lives, its handler is called; when it is cancelled or
 /// deinitialised, the registration is gone.
 ///
@@ -40,8 +42,17 @@ public final class Subscription: Hashable, @unchecked Sendable {
     @exclusivity(unchecked) var _entry: _Entry?
     /// The entry's order of subscription in its route (see `_Route.lockedDetach`), kept here
     /// rather than in the entry: the token's allocation has room for it, the entry's has not.
-    /// Written once under the route's lock before the token is returned.
-    @exclusivity(unchecked) var _seq: UInt = 0
+    /// Written under the route's lock before the token is returned; `cancel()` then sets its top
+    /// bit (`_cancelledBit`, under the lock too) once it took the entry, so that dropping a
+    /// cancelled token takes no lock (`_Route._drop`). An atomic, so that the drop's read outside
+    /// the lock is a read ThreadSanitizer sees ordered after the cancel's write.
+    let _seqWord = Atomic<UInt>(0)
+
+    /// The top bit of `_seqWord`: `cancel()` took the entry.
+    static var _cancelledBit: UInt { 1 << (UInt.bitWidth - 1) }
+
+    /// The entry's order of subscription in its route (`_seqWord` without its top bit).
+    var _seq: UInt { _seqWord.load(ordering: .relaxed) & ~Subscription._cancelledBit }
 
     init(home: _SubscriptionHome, entry: _Entry?) {
         self._home = home

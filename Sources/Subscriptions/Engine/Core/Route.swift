@@ -91,8 +91,11 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
         cancel(token, wait: true)
     }
 
-    /// Cancels `token`'s entry without waiting (a token's deinit).
+    /// Cancels `token`'s entry without waiting (a token's deinit). A token that `cancel()` ended
+    /// has nothing left here: its drop takes no lock (the cancel that set the bit has returned,
+    /// since it held the token, and it reclaimed what the drop would have).
     override func _drop(_ token: Subscription) {
+        if token._seqWord.load(ordering: .acquiring) & Subscription._cancelledBit != 0 { return }
         cancel(token, wait: false)
     }
 
@@ -128,9 +131,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// `cancel()`, a pile for a drop), takes the entry from the token, marks it cancelled and
     /// zeroes its slots. Returns the entry, or `nil` when the token was cancelled already.
     private func lockedCancel(_ token: Subscription, reclaimAll: Bool) -> _Entry? {
-        var released: [_Route] = []
+        // Optional: nothing to release (the common case) costs no release of an empty array.
+        var released: [_Route]?
         let found = stripe.mutex.withLock { state -> _Entry? in
-            released = stripe.lockedReclaim(&state)
+            if !state.retired.isEmpty { released = stripe.lockedReclaim(&state) }
             if reclaimAll { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil
@@ -138,7 +142,10 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
             // fence, a section's, the one-thread answer's), or parks the entry for a batch whose
             // settling thread takes it under the batch's lock and then fences.
             entry.state.store(_Entry.cancelled, ordering: .relaxed)
-            lockedDetach(entry, seq: token._seq, fenceFollows: true, &state)
+            let seq = token._seq
+            lockedDetach(entry, seq: seq, fenceFollows: true, &state)
+            // Releasing: a drop that reads it (acquiring) takes no lock (`_drop`).
+            token._seqWord.store(seq | Subscription._cancelledBit, ordering: .releasing)
             return entry
         }
         withExtendedLifetime(released) {}

@@ -54,17 +54,21 @@ extension PostCenter {
     func _insertToken(_ entry: _Entry, to key: _NameKey, priority: Int = 0) -> (token: Subscription, live: Int) {
         _stripes[key.hash]._withUnsafeGuaranteedRef { stripe in
             stripe.mutex.withLock { state in
-                let token: Subscription
+                // Borrowed, not retained: the stripe's table holds the route (a new one from
+                // `lockedInsert` on), and only the token's `_home` takes a reference of its own.
+                let found: Unmanaged<_Route>
                 if let existing = state.table.find(key) {
-                    token = existing._withUnsafeGuaranteedRef { Subscription(home: $0, entry: entry) }
+                    found = existing
                 } else {
                     let route = _Route(key: key, stripe: stripe)
                     stripe.lockedInsert(route, &state)
-                    token = Subscription(home: route, entry: entry)
+                    found = Unmanaged.passUnretained(route)
                 }
-                let route = unsafeDowncast(token._home, to: _Route.self)
-                token._seq = route.lockedInsert(entry, priority: priority)
-                return (token, route.live)
+                return found._withUnsafeGuaranteedRef { route in
+                    let token = Subscription(home: route, entry: entry)
+                    token._seqWord.store(route.lockedInsert(entry, priority: priority), ordering: .relaxed)
+                    return (token, route.live)
+                }
             }
         }
     }
