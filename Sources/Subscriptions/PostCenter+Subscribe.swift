@@ -62,9 +62,9 @@ extension PostCenter {
     public func subscribe(
         _ name: String, from sender: AnyObject? = nil, delivery: Delivery = .immediate, replay: Bool = false,
         once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (PostObject) throws -> Void
+        handler: consuming @escaping @Sendable (PostObject) throws -> Void
     ) -> Subscription {
-        let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, handler)
+        let entry = _envelopeEntry(delivery, sender: sender, replay: replay, once: once, consume handler)
         return _add(entry, to: _NameKey(name), fileID, line, priority)
     }
 
@@ -104,9 +104,9 @@ extension PostCenter {
     public func subscribe<Payload>(
         _ topic: Topic<Payload>, from sender: AnyObject? = nil, delivery: ImmediateDelivery = .immediate,
         replay: Bool = false, once: Bool = false, priority: Int = 0, fileID: String = #fileID, line: Int = #line,
-        handler: @escaping @Sendable (Payload) throws -> Void
+        handler: consuming @escaping @Sendable (Payload) throws -> Void
     ) -> Subscription {
-        let entry = _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
+        let entry = _immediateEntry(sender: sender, replay: replay, once: once, consume handler)
         return _add(entry, to: topic._key, fileID, line, priority)
     }
 

@@ -23,12 +23,24 @@ extension PostCenter {
     }
 
     /// `_handlerEntry` for envelopes: the direct-call `_EnvelopeHandler` when there is no option.
+    /// The entry of a plain `subscribe(_:…)`: the direct-call `_EnvelopeHandler` when there is
+    /// no option. `handler` is consumed (the public method takes it `consuming` too), so that the
+    /// closure the caller made moves into the entry: no retain here and release in the caller.
     func _envelopeEntry(
         _ delivery: Delivery, sender: AnyObject?, replay: Bool, once: Bool,
-        _ handler: @escaping (PostObject) throws -> Void
+        _ handler: consuming @escaping (PostObject) throws -> Void
     ) -> _NewEntry<PostObject> {
-        if case .immediate = delivery, sender == nil, !replay, !once { return .live(_EnvelopeHandler(handler)) }
+        if case .immediate = delivery, sender == nil, !replay, !once { return .live(_EnvelopeHandler(consume handler)) }
         return _handlerEntry(delivery, sender: sender, replay: replay, once: once, handler)
+    }
+
+    /// The entry of a typed `subscribe(_:…)` with immediate delivery: the direct-call `_Handler`
+    /// when there is no option; `handler` consumed, as in `_envelopeEntry`.
+    func _immediateEntry<Payload>(
+        sender: AnyObject?, replay: Bool, once: Bool, _ handler: consuming @escaping (Payload) throws -> Void
+    ) -> _NewEntry<Payload> {
+        if sender == nil, !replay, !once { return .live(_Handler(consume handler)) }
+        return _handlerEntry(.immediate, sender: sender, replay: replay, once: once, handler)
     }
 
     /// The entry of a `subscribe` with a `@MainActor` handler, every option applied: the
