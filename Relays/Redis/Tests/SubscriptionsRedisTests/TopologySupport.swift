@@ -71,10 +71,13 @@ func clusterMap() -> _SlotMap? {
     return nil
 }
 
-/// Kills (SIGKILL, a crash) the server on `port`, found by the pid it reports.
+/// Kills (SIGKILL, a crash) the server on `port`, found by the pid it reports, and waits until
+/// the port no longer answers: `kill` returns before the process is gone, and a server started
+/// again on its files before then finds the port or its nodes file still taken, and exits.
 func killServer(_ port: Int) -> Bool {
     guard let pid = redisInfo(port, "server", "process_id").flatMap({ Int32($0) }) else { return false }
-    return kill(pid, SIGKILL) == 0
+    guard kill(pid, SIGKILL) == 0 else { return false }
+    return eventually(timeout: .seconds(10)) { redisCall(port, ["PING"]) == nil }
 }
 
 /// Whether every reachable cluster node says `cluster_state:ok`.
@@ -132,14 +135,20 @@ func reshard(from source: _Address, to target: _Address, count: Int) -> Bool {
 /// many), and the topology script stops it with the nodes it started (by the configuration file
 /// the node reports).
 func restartServer(configFile: String, port: Int) -> Bool {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["redis-server", configFile, "--daemonize", "yes"]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    do { try process.run() } catch { return false }
-    // Not `waitUntilExit()`: called from a task, it can wait for ever for the daemonizing parent.
-    return eventually(timeout: .seconds(10)) { redisCall(port, ["PING"]) != nil }
+    // Started up to 5 times: a start that comes while the killed process's last file (its nodes
+    // file's lock, the port) is not yet released exits at once; a later one finds them free. A
+    // start that overlaps one that succeeded exits the same way, harmlessly.
+    for _ in 0..<5 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["redis-server", configFile, "--daemonize", "yes"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return false }
+        // Not `waitUntilExit()`: called from a task, it can wait for ever for the daemonizing parent.
+        if eventually(timeout: .seconds(4), { redisCall(port, ["PING"]) != nil }) { return true }
+    }
+    return false
 }
 
 /// Starts a killed node again and waits until the cluster is whole: every node ok, and the node
