@@ -1,4 +1,6 @@
 // The only file of the module that touches the C library directly.
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -39,8 +41,6 @@ package func _backoff(_ attempt: Int) {
 }
 
 #if canImport(Darwin) || SUBSCRIPTIONS_MUTEX_LOCK
-    import Synchronization
-
     /// The library's lock: `Mutex` (an `os_unfair_lock` on Apple platforms, which
     /// ThreadSanitizer understands).
     ///
@@ -49,7 +49,6 @@ package func _backoff(_ attempt: Int) {
     /// not under ThreadSanitizer, which cannot see a Linux `Mutex`).
     typealias _PlatformMutex<State: ~Copyable> = Mutex<State>
 #else
-    import Synchronization
     internal import _SubscriptionsShims
 
     /// The library's lock on Linux: a futex lock whose word is an atomic of this module.
@@ -92,6 +91,11 @@ package func _backoff(_ attempt: Int) {
             state.deallocate()
         }
 
+        /// The lock word as the plain 32-bit word the futex system calls take.
+        private var address: UnsafeMutablePointer<UInt32> {
+            UnsafeMutableRawPointer(word).assumingMemoryBound(to: UInt32.self)
+        }
+
         /// Runs `body` with exclusive access to the state.
         @inline(__always)
         borrowing func withLock<Result, E: Error>(_ body: (inout State) throws(E) -> Result) throws(E) -> Result {
@@ -99,9 +103,7 @@ package func _backoff(_ attempt: Int) {
                 _lockContended()
             }
             defer {
-                if word.pointee.exchange(0, ordering: .releasing) == 2 {
-                    _subscriptions_futex_wake_one(UnsafeMutableRawPointer(word).assumingMemoryBound(to: UInt32.self))
-                }
+                if word.pointee.exchange(0, ordering: .releasing) == 2 { _subscriptions_futex_wake_one(address) }
             }
             return try body(&state.pointee)
         }
@@ -111,7 +113,6 @@ package func _backoff(_ attempt: Int) {
         /// sleeper, if any (at worst one wake-up too many).
         @inline(never)
         private func _lockContended() {
-            let address = UnsafeMutableRawPointer(word).assumingMemoryBound(to: UInt32.self)
             while word.pointee.exchange(2, ordering: .acquiring) != 0 {
                 _subscriptions_futex_wait(address, 2)
             }

@@ -131,10 +131,9 @@ final class _Route: _SubscriptionHome, @unchecked Sendable {
     /// `cancel()`, a pile for a drop), takes the entry from the token, marks it cancelled and
     /// zeroes its slots. Returns the entry, or `nil` when the token was cancelled already.
     private func lockedCancel(_ token: Subscription, reclaimAll: Bool) -> _Entry? {
-        // Optional: nothing to release (the common case) costs no release of an empty array.
         var released: [_Route]?
         let found = stripe.mutex.withLock { state -> _Entry? in
-            if !state.retired.isEmpty { released = stripe.lockedReclaim(&state) }
+            released = stripe.lockedReclaim(&state)
             if reclaimAll { lockedReclaim() } else { lockedReclaimIfPiledUp() }
             guard let entry = token._entry else { return nil }
             token._entry = nil

@@ -78,10 +78,10 @@ final class _Stripe: Sendable {
     /// to the newest older table still read, and are released only with the oldest read table.
     /// (A post reads only the current table: a retired table that nobody reads after the fence
     /// is never read again.) Inlined for the common case, nothing retired, which every
-    /// `cancel()` asks about.
+    /// `cancel()` asks about: `nil` then, so that the caller has no empty array to release.
     @inline(__always)
-    func lockedReclaim(_ state: inout _StripeState) -> [_Route] {
-        state.retired.isEmpty ? [] : lockedReclaimRetired(&state)
+    func lockedReclaim(_ state: inout _StripeState) -> [_Route]? {
+        state.retired.isEmpty ? nil : lockedReclaimRetired(&state)
     }
 
     /// `lockedReclaim` when some tables are retired.

@@ -22,7 +22,6 @@ extension PostCenter {
         return _makeEntry(executor, once: once, sender: sender, pacing: pacing, replay: replay, handler)
     }
 
-    /// `_handlerEntry` for envelopes: the direct-call `_EnvelopeHandler` when there is no option.
     /// The entry of a plain `subscribe(_:…)`: the direct-call `_EnvelopeHandler` when there is
     /// no option. `handler` is consumed (the public method takes it `consuming` too), so that the
     /// closure the caller made moves into the entry: no retain here and release in the caller.
